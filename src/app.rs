@@ -1,0 +1,258 @@
+//! Process wiring: open the database, check the master key, build the HTTP state, run the
+//! server and the background tasks, and shut down gracefully.
+
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::config::{Config, MasterKeySource, env_name};
+use crate::crypto::{MasterKey, SecretBox};
+use crate::domain::event::Actor;
+use crate::domain::scope::ScopeSet;
+use crate::http::rate_limit::RateLimiter;
+use crate::http::{AppInner, AppState};
+use crate::ops;
+use crate::store::{self, SharedStore};
+
+/// An opened, migrated database with its master key checked.
+#[derive(Clone)]
+pub struct Runtime {
+    pub config: Arc<Config>,
+    pub store: SharedStore,
+    pub secrets: SecretBox,
+    pub clock: SharedClock,
+    /// A random id chosen when the database was created; namespaces shared state (Redis).
+    pub deployment_id: String,
+}
+
+const DEPLOYMENT_ID: &str = "deployment_id";
+const MASTER_KEY_CHECK: &str = "master_key_check";
+
+impl Runtime {
+    /// Connects, applies migrations and verifies the master key against the database.
+    pub async fn open(config: Config) -> anyhow::Result<Runtime> {
+        let store = store::connect(&config).await.with_context(|| {
+            format!(
+                "{}: cannot open {}",
+                env_name("database_url"),
+                config.database_url.redacted()
+            )
+        })?;
+        store
+            .migrate()
+            .await
+            .context("cannot apply database migrations")?;
+        let key = match &config.master_key {
+            MasterKeySource::Configured(k) => k.clone(),
+            MasterKeySource::File(path) => {
+                let (key, created) =
+                    MasterKey::load_or_create_file(path).map_err(anyhow::Error::msg)?;
+                if created {
+                    tracing::warn!(
+                        path = %path.display(),
+                        "generated a new master key for secrets at rest; back this file up with the database (or set {})",
+                        env_name("master_key")
+                    );
+                }
+                key
+            }
+        };
+        let secrets = SecretBox::new(&key);
+        let stored = store
+            .init_setting(MASTER_KEY_CHECK, &secrets.key_check())
+            .await?;
+        if !secrets.verify_key_check(&stored) {
+            bail!(
+                "{}: this is not the master key the database was created with; its secrets cannot be decrypted. \
+                 Use the original key (or master.key file) of this database.",
+                env_name("master_key")
+            );
+        }
+        let deployment_id = store
+            .init_setting(DEPLOYMENT_ID, uuid::Uuid::new_v4().to_string().as_bytes())
+            .await?;
+        let deployment_id = String::from_utf8_lossy(&deployment_id).into_owned();
+        Ok(Runtime {
+            config: Arc::new(config),
+            store,
+            secrets,
+            clock: Arc::new(SystemClock),
+            deployment_id,
+        })
+    }
+}
+
+/// `switchboard serve`.
+pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
+    if config.webhook_allow_private_targets {
+        tracing::warn!(
+            "{} is on: webhook endpoints may target http://, any port, loopback and private addresses. \
+             Use this for development and tests only.",
+            env_name("webhook_allow_private_targets")
+        );
+    }
+    let rt = Runtime::open(config).await?;
+    let listener = TcpListener::bind(&rt.config.listen)
+        .await
+        .with_context(|| {
+            format!(
+                "{}: cannot listen on {}",
+                env_name("listen"),
+                rt.config.listen
+            )
+        })?;
+    let addr = listener.local_addr()?;
+
+    let limiter = match &rt.config.redis_url {
+        Some(url) => RateLimiter::with_redis(rt.clock.clone(), url, &rt.deployment_id)
+            .await
+            .map_err(anyhow::Error::msg)?,
+        None => RateLimiter::local(rt.clock.clone()),
+    };
+    let state = AppState::new(AppInner {
+        config: rt.config.clone(),
+        store: rt.store.clone(),
+        clock: rt.clock.clone(),
+        secrets: rt.secrets.clone(),
+        limiter: limiter.clone(),
+        key_touches: Default::default(),
+        metrics: crate::telemetry::metrics_handle(),
+    });
+
+    if demo {
+        seed_demo(&rt, addr).await?;
+    }
+
+    let shutdown = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    spawn_background(&rt, &limiter, &tasks, &shutdown);
+
+    let signal = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down: no new connections; finishing requests in flight");
+        signal.cancel();
+    });
+
+    tracing::info!(addr = %addr, backend = rt.store.backend(), shared_rate_limits = limiter.is_shared(), "switchboard is listening");
+    println!("switchboard listening on http://{addr}");
+
+    let app = crate::http::router(state);
+    let server =
+        axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let grace = rt.config.shutdown_grace;
+    tokio::select! {
+        result = server => result.context("the HTTP server failed")?,
+        _ = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
+            tracing::warn!("requests still in flight after {grace:?}; exiting");
+        }
+    }
+    tasks.close();
+    if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
+        tracing::warn!("background tasks still running after {grace:?}; exiting");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Background work of `serve`: periodic purge (and, once built, the webhook dispatcher).
+fn spawn_background(
+    rt: &Runtime,
+    limiter: &Arc<RateLimiter>,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+) {
+    let interval = rt.config.purge_interval;
+    let limiter = limiter.clone();
+    let stop = shutdown.clone();
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => limiter.prune(),
+            }
+        }
+    });
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// `serve --demo`: on an empty database, a demo organization with a `sandbox` channel and a
+/// wildcard key, printed with a ready `curl` line.
+async fn seed_demo(rt: &Runtime, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    let base = if addr.ip().is_unspecified() {
+        format!("http://127.0.0.1:{}", addr.port())
+    } else {
+        format!("http://{addr}")
+    };
+    let orgs = rt.store.list_orgs().await?;
+    if !orgs.is_empty() {
+        println!(
+            "--demo: the database already has data, so no demo data was created. Create a key with:\n  \
+             switchboard admin key create --org {} --scopes '*'",
+            orgs[0].id
+        );
+        return Ok(());
+    }
+    let org = ops::orgs::create_org(rt.store.as_ref(), rt.clock.as_ref(), "Demo").await?;
+    let channel = ops::channels::create_channel(
+        rt.store.as_ref(),
+        &rt.secrets,
+        rt.clock.as_ref(),
+        ops::channels::CreateChannel {
+            org_id: org.id,
+            channel_type: crate::domain::channel::ChannelType::Sandbox,
+            name: "Sandbox".into(),
+            slug: Some("sandbox".into()),
+            identifier: None,
+            is_default: true,
+            active: true,
+            provider_config: None,
+        },
+        Actor::Admin,
+    )
+    .await?;
+    let key = ops::keys::create_key(
+        rt.store.as_ref(),
+        rt.clock.as_ref(),
+        ops::keys::CreateKey {
+            org_id: org.id,
+            name: Some("demo key".into()),
+            scopes: Some(ScopeSet::Wildcard),
+            expires_at: None,
+            default_channel_id: None,
+        },
+        Actor::Admin,
+    )
+    .await?;
+    println!(
+        "Demo data created: organization {} (id {}), sandbox channel `{}` (id {}), and this API key (shown once):\n\n  {}\n\nTry it:\n\n  curl -s {base}/api/v1/integrations/channels -H 'Authorization: Bearer {}'\n",
+        org.name, org.id, channel.slug, channel.id, key.token, key.token
+    );
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! The `switchboard` command line.
+
+pub mod admin;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "switchboard",
+    version,
+    about = "Switchboard: the Integrations API v1 (scoped API keys, channel-aware messaging, signed webhooks).",
+    long_about = "Switchboard implements the Integrations API v1: organization-scoped API keys with scopes, \
+channel-aware message sending (WhatsApp Cloud API, Telegram, a sandbox), organization data reads, and signed \
+webhooks with durable delivery, retries and a delivery ledger.\n\n\
+Every setting is an environment variable SWITCHBOARD_* (see the README) and may also be given in a TOML file \
+with --config; the environment wins.\n\n\
+Quick start:  switchboard serve --demo"
+)]
+pub struct Cli {
+    /// A TOML configuration file (same settings as the SWITCHBOARD_* variables, lower-case, without the prefix).
+    #[arg(long, global = true, value_name = "FILE", env = "SWITCHBOARD_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the API, the webhook dispatcher and the periodic purge (applies migrations first).
+    Serve {
+        /// On an empty database, create a demo organization, a `sandbox` channel and a wildcard
+        /// key, and print the key with a ready curl command.
+        #[arg(long)]
+        demo: bool,
+    },
+    /// Apply the database migrations and exit.
+    Migrate,
+    /// Developer tools: organizations, channels, API keys and more, on the configured database.
+    Admin(admin::AdminArgs),
+}
+
+/// Parses the command line, runs it and returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            // One line: the reason. `--help` shows the rest.
+            let rendered = e.render().to_string();
+            let first = rendered
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
+            eprintln!("{first}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+    };
+    let config = match Config::load(cli.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(cli.command, config))
+}
+
+async fn run(command: Command, config: Config) -> ExitCode {
+    match command {
+        Command::Serve { demo } => {
+            crate::telemetry::init_logging(&config);
+            report(crate::app::serve(config, demo).await)
+        }
+        Command::Migrate => {
+            crate::telemetry::init_logging(&config);
+            report(crate::app::Runtime::open(config).await.map(|rt| {
+                println!("migrations applied ({})", rt.store.backend());
+            }))
+        }
+        Command::Admin(args) => {
+            // The admin tools print results on stdout and errors on stderr; logs only when asked.
+            if std::env::var_os("SWITCHBOARD_LOG").is_some() {
+                crate::telemetry::init_logging(&config);
+            }
+            admin::run(args, config).await
+        }
+    }
+}
+
+fn report(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

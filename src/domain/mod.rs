@@ -1,0 +1,12 @@
+//! Domain types: everything that parses, validates or decides lives here, free of I/O.
+
+pub mod api_key;
+pub mod channel;
+pub mod event;
+pub mod organization;
+pub mod scope;
+pub mod time;
+pub mod validation;
+
+pub use time::Timestamp;
+pub use validation::{FieldError, ValidationErrors};

@@ -1,0 +1,67 @@
+//! The outermost middleware: request id, tracing span, access log and Prometheus metrics.
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::Response;
+use tracing::Instrument;
+
+use super::request_id;
+
+/// The route template that served a request, copied into the response by [`mark_route`] so
+/// that the outer middleware can label metrics with it.
+#[derive(Clone)]
+struct RouteTemplate(String);
+
+/// Inner layer (a `route_layer`): remembers the matched route template.
+pub async fn mark_route(req: Request, next: Next) -> Response {
+    let template = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned());
+    let mut response = next.run(req).await;
+    if let Some(t) = template {
+        response.extensions_mut().insert(RouteTemplate(t));
+    }
+    response
+}
+
+/// Outer layer: every request gets an id, a span, a log line and metrics.
+pub async fn observe(req: Request, next: Next) -> Response {
+    let id = request_id::from_headers(req.headers()).unwrap_or_else(request_id::generate);
+    let method = req.method().clone();
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %method,
+        path = %req.uri().path(),
+        api_key_id = tracing::field::Empty
+    );
+    let started = Instant::now();
+    let mut response = request_id::scope(id.clone(), next.run(req).instrument(span.clone())).await;
+    let elapsed = started.elapsed();
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(request_id::HEADER, v);
+    }
+    let route = response
+        .extensions()
+        .get::<RouteTemplate>()
+        .map(|r| r.0.clone())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let status = response.status().as_u16();
+    metrics::counter!("http_requests_total", "method" => method.to_string(), "route" => route.clone(), "status" => status.to_string())
+        .increment(1);
+    metrics::histogram!("http_request_duration_seconds", "method" => method.to_string(), "route" => route.clone())
+        .record(elapsed.as_secs_f64());
+    span.in_scope(|| {
+        tracing::info!(
+            status,
+            route = %route,
+            latency_ms = (elapsed.as_secs_f64() * 1000.0),
+            "request finished"
+        )
+    });
+    response
+}

@@ -1,0 +1,146 @@
+//! The OpenAPI document, generated from the handlers' annotations and served at
+//! `/api/v1/integrations/openapi.json`.
+
+use std::sync::OnceLock;
+
+use axum::Router;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{RefOr, ResponseBuilder};
+
+use super::error::{ErrorBody, ErrorObject};
+use super::state::AppState;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Switchboard Integrations API",
+        version = "v1",
+        description = "Organization-scoped API keys with scopes, channel-aware message sending, organization data reads and signed webhooks with durable delivery. Every error has the body {\"error\": {\"code\", \"message\", \"request_id\", \"details\"}}; every authenticated response carries RateLimit headers; every response carries X-Request-Id."
+    ),
+    components(schemas(ErrorBody, ErrorObject, crate::domain::FieldError, crate::domain::channel::ChannelIdentity)),
+    tags(
+        (name = "channels", description = "Messaging channels."),
+        (name = "operations", description = "Health, readiness, metrics and this document.")
+    )
+)]
+struct BaseApi;
+
+/// The whole document.
+pub fn document() -> utoipa::openapi::OpenApi {
+    let mut doc = BaseApi::openapi();
+    for part in [
+        super::channels::ChannelsApi::openapi(),
+        super::health::HealthApi::openapi(),
+        OpenApiDocApi::openapi(),
+    ] {
+        doc.merge(part);
+    }
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format("sbk_ API key")
+                .description(Some("Authorization: Bearer <API_KEY>. Keys are created with `switchboard admin key create`."))
+                .build(),
+        ),
+    );
+    add_standard_errors(&mut doc);
+    doc
+}
+
+/// Adds the error responses every authenticated operation can give, where not documented.
+fn add_standard_errors(doc: &mut utoipa::openapi::OpenApi) {
+    let error = |description: &str| -> RefOr<utoipa::openapi::Response> {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                "application/json",
+                utoipa::openapi::ContentBuilder::new()
+                    .schema(Some(utoipa::openapi::Ref::from_schema_name("ErrorBody")))
+                    .build(),
+            )
+            .build()
+            .into()
+    };
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let authenticated = op.security.as_ref().is_some_and(|s| !s.is_empty());
+            let responses = &mut op.responses.responses;
+            if authenticated {
+                responses
+                    .entry("401".into())
+                    .or_insert_with(|| error("Missing, invalid, expired or revoked API key."));
+                responses
+                    .entry("403".into())
+                    .or_insert_with(|| error("The key lacks the required scope."));
+                responses
+                    .entry("429".into())
+                    .or_insert_with(|| error("Rate limited; see Retry-After."));
+            }
+            responses
+                .entry("500".into())
+                .or_insert_with(|| error("Internal error."));
+            responses
+                .entry("503".into())
+                .or_insert_with(|| error("Temporarily unavailable; retry with backoff."));
+        }
+    }
+}
+
+fn rendered() -> &'static str {
+    static DOC: OnceLock<String> = OnceLock::new();
+    DOC.get_or_init(|| {
+        document()
+            .to_pretty_json()
+            .expect("the OpenAPI document serializes")
+    })
+}
+
+/// This document.
+#[utoipa::path(get, path = "/api/v1/integrations/openapi.json", tag = "operations", responses((status = 200, description = "The OpenAPI document of this deployment.")))]
+pub async fn openapi_json() -> impl IntoResponse {
+    ([(CONTENT_TYPE, "application/json")], rendered())
+}
+
+#[derive(OpenApi)]
+#[openapi(paths(openapi_json))]
+struct OpenApiDocApi;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/v1/integrations/openapi.json", get(openapi_json))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_operation_documents_errors() {
+        let doc = super::document();
+        let json = serde_json::to_value(&doc).unwrap();
+        let paths = json["paths"].as_object().unwrap();
+        assert!(paths.contains_key("/api/v1/integrations/channels"));
+        for (path, item) in paths {
+            for (method, op) in item.as_object().unwrap() {
+                assert!(
+                    op["responses"]["500"].is_object(),
+                    "{method} {path} lacks a 500 response"
+                );
+            }
+        }
+        assert!(json["components"]["securitySchemes"]["bearer"].is_object());
+    }
+}

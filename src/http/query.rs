@@ -1,0 +1,24 @@
+//! Query strings, with malformed values reported as 400 `invalid_request`.
+
+use axum::extract::{FromRequestParts, Query};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+pub struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        Query::<T>::try_from_uri(&parts.uri)
+            .map(|Query(v)| QueryParams(v))
+            .map_err(|e| {
+                ApiError::invalid_request(
+                    "query",
+                    format!("The query string is not valid: {}", e.body_text()),
+                )
+            })
+    }
+}

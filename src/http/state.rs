@@ -1,0 +1,42 @@
+//! Shared state of the HTTP layer: built once at start-up, cloned cheaply per request.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::crypto::SecretBox;
+use crate::store::SharedStore;
+
+use super::rate_limit::RateLimiter;
+
+#[derive(Clone)]
+pub struct AppState(Arc<AppInner>);
+
+pub struct AppInner {
+    pub config: Arc<Config>,
+    pub store: SharedStore,
+    pub clock: SharedClock,
+    pub secrets: SecretBox,
+    pub limiter: Arc<RateLimiter>,
+    /// When each key's `last_used_at` was last written by this process (ms), to write it at
+    /// most once a minute per key.
+    pub key_touches: DashMap<i64, i64>,
+    /// Renders `/metrics`.
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+}
+
+impl AppState {
+    pub fn new(inner: AppInner) -> Self {
+        AppState(Arc::new(inner))
+    }
+}
+
+impl Deref for AppState {
+    type Target = AppInner;
+    fn deref(&self) -> &AppInner {
+        &self.0
+    }
+}

@@ -1,0 +1,25 @@
+use crate::clock::Clock;
+use crate::domain::channel::validate_name;
+use crate::domain::organization::Organization;
+use crate::store::Store;
+
+use super::{OpError, OpResult};
+
+pub async fn create_org(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    name: &str,
+) -> OpResult<Organization> {
+    validate_name(name).map_err(|e| OpError::Invalid(format!("--name: {e}")))?;
+    Ok(store.create_org(name.trim(), clock.now()).await?)
+}
+
+/// The organization, or a clear `NotFound`.
+pub async fn require_org(store: &dyn Store, id: i64) -> OpResult<Organization> {
+    store.get_org(id).await.map_err(|e| match e {
+        crate::store::StoreError::NotFound => {
+            OpError::NotFound(format!("organization {id} does not exist"))
+        }
+        other => other.into(),
+    })
+}

@@ -1,0 +1,1 @@
+//! Messaging providers: one adapter per channel type behind one trait.

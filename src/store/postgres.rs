@@ -1,0 +1,77 @@
+//! The PostgreSQL backend: the production store, shared by several `serve` instances.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Pool, Postgres, Transaction};
+
+use super::{StoreError, StoreResult};
+
+pub(super) type Db = Postgres;
+pub(super) type Backend = PgStore;
+
+/// PostgreSQL storage.
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pool: Pool<Postgres>,
+    pub(super) hooks: super::Hooks,
+}
+
+impl PgStore {
+    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Other(format!("invalid PostgreSQL URL: {e}")))?
+            .application_name("switchboard")
+            .statement_cache_capacity(256);
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.max(2))
+            .min_connections(1)
+            .acquire_timeout(Duration::from_secs(5))
+            .idle_timeout(Duration::from_secs(300))
+            .test_before_acquire(true)
+            .connect_with(options)
+            .await?;
+        Ok(PgStore {
+            pool,
+            hooks: Default::default(),
+        })
+    }
+
+    /// The pool (for readers and for LISTEN connections).
+    pub fn pool(&self) -> &Pool<Postgres> {
+        &self.pool
+    }
+
+    pub(super) fn reader(&self) -> &Pool<Postgres> {
+        &self.pool
+    }
+
+    pub(super) async fn begin(&self) -> StoreResult<Transaction<'static, Postgres>> {
+        Ok(self.pool.begin().await?)
+    }
+
+    pub(super) async fn run_migrations(&self) -> StoreResult<()> {
+        sqlx::migrate!("migrations/postgres")
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Other(format!("migration failed: {e}")))
+    }
+
+    /// Called after a transaction that wrote outbox events has committed.
+    pub(super) async fn notify_outbox(&self) {
+        self.hooks.outbox_written();
+    }
+
+    pub(super) const BACKEND: &'static str = "postgres";
+}
+
+/// Statements whose text differs between the backends.
+pub(super) mod dialect {
+    /// Serializes changes to one organization's rows (slug derivation, default channel).
+    pub const LOCK_ORG: &str = "SELECT id FROM organizations WHERE id = $1 FOR UPDATE";
+}
+
+#[allow(clippy::duplicate_mod)]
+#[path = "shared/mod.rs"]
+mod shared;

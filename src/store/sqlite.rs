@@ -1,0 +1,97 @@
+//! The SQLite backend: the embedded default.
+//!
+//! * WAL journal, `synchronous=NORMAL`, foreign keys on, a generous busy timeout.
+//! * One writer connection: every write transaction in this process queues for it, and each
+//!   starts with `BEGIN IMMEDIATE`, so a transaction that reads before it writes never fails
+//!   with "database is locked" (it takes the write lock up front; other processes, such as the
+//!   admin tools, wait on the busy timeout).
+//! * A pool of reader connections for everything that only reads.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Pool, Sqlite, Transaction};
+
+use super::{StoreError, StoreResult};
+
+pub(super) type Db = Sqlite;
+pub(super) type Backend = SqliteStore;
+
+/// SQLite storage.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    writer: Pool<Sqlite>,
+    reader: Pool<Sqlite>,
+    pub(super) hooks: super::Hooks,
+}
+
+impl SqliteStore {
+    pub async fn connect(path: &Path, readers: u32) -> StoreResult<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::Unavailable(format!("cannot create directory {}: {e}", dir.display()))
+            })?;
+        }
+        let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+            .map_err(|e| StoreError::Other(format!("invalid SQLite path {}: {e}", path.display())))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(30))
+            .pragma("temp_store", "memory")
+            .statement_cache_capacity(256);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options.clone())
+            .await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(readers.clamp(1, 64))
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options.read_only(false))
+            .await?;
+        Ok(SqliteStore {
+            writer,
+            reader,
+            hooks: Default::default(),
+        })
+    }
+
+    /// The pool for reads.
+    pub(super) fn reader(&self) -> &Pool<Sqlite> {
+        &self.reader
+    }
+
+    /// A write transaction: `BEGIN IMMEDIATE` on the single writer connection.
+    pub(super) async fn begin(&self) -> StoreResult<Transaction<'static, Sqlite>> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    pub(super) async fn run_migrations(&self) -> StoreResult<()> {
+        sqlx::migrate!("migrations/sqlite")
+            .run(&self.writer)
+            .await
+            .map_err(|e| StoreError::Other(format!("migration failed: {e}")))
+    }
+
+    /// Called after a transaction that wrote outbox events has committed.
+    pub(super) async fn notify_outbox(&self) {
+        self.hooks.outbox_written();
+    }
+
+    pub(super) const BACKEND: &'static str = "sqlite";
+}
+
+/// Statements whose text differs between the backends.
+pub(super) mod dialect {
+    /// Serializes changes to one organization's rows (SQLite: writers are serialized anyway).
+    pub const LOCK_ORG: &str = "SELECT id FROM organizations WHERE id = $1";
+}
+
+#[allow(clippy::duplicate_mod)]
+#[path = "shared/mod.rs"]
+mod shared;
