@@ -206,6 +206,26 @@ impl OrgEvent {
             created_at: now,
         }
     }
+
+    /// The `audit.recorded` webhook event that accompanies every `audit` entry.
+    pub fn audit_recorded(&self) -> NewEvent {
+        NewEvent {
+            uuid: Uuid::now_v7(),
+            org_id: self.org_id,
+            name: "audit.recorded".to_owned(),
+            data: serde_json::json!({
+                "audit_event_id": self.uuid,
+                "type": self.event_type,
+                "category": self.category,
+                "actor": self.actor,
+                "subject": self.subject,
+                "details": self.details,
+                "created_at": self.created_at,
+            }),
+            channel: None,
+            occurred_at: self.created_at,
+        }
+    }
 }
 
 /// What a state change causes, written in the same transaction as the change: outbox events

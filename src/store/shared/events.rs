@@ -10,11 +10,18 @@ use crate::domain::event::{Actor, Effects, EventCategory, NewEvent, OrgEvent, Su
 use crate::store::{EventStore, StoreError, StoreResult};
 
 /// Writes outbox events and organization log entries inside the caller's transaction.
+/// Every log entry of category `audit` also goes to the outbox as `audit.recorded`.
 /// Returns whether outbox events were written (the caller wakes the dispatcher after commit).
 pub(crate) async fn write_effects_tx(
     conn: &mut <Db as sqlx::Database>::Connection,
     effects: &Effects,
 ) -> StoreResult<bool> {
+    let audit: Vec<NewEvent> = effects
+        .log
+        .iter()
+        .filter(|e| e.category == EventCategory::Audit)
+        .map(OrgEvent::audit_recorded)
+        .collect();
     for e in &effects.log {
         let (actor_type, key_id, key_prefix) = match &e.actor {
             Actor::ApiKey {
@@ -43,7 +50,7 @@ pub(crate) async fn write_effects_tx(
         .execute(&mut *conn)
         .await?;
     }
-    for e in &effects.outbox {
+    for e in effects.outbox.iter().chain(&audit) {
         sqlx::query(
             "INSERT INTO events (uuid, org_id, name, data, channel, occurred_at) VALUES ($1, $2, $3, $4, $5, $6)",
         )
@@ -56,7 +63,7 @@ pub(crate) async fn write_effects_tx(
         .execute(&mut *conn)
         .await?;
     }
-    Ok(!effects.outbox.is_empty())
+    Ok(!effects.outbox.is_empty() || !audit.is_empty())
 }
 
 #[derive(sqlx::FromRow)]
