@@ -142,15 +142,15 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
     println!("switchboard listening on http://{addr}");
 
     let app = crate::http::router(state);
-    let server =
-        axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    crate::http::server::serve(
+        listener,
+        app,
+        rt.config.http_header_timeout,
+        shutdown.clone(),
+        rt.config.shutdown_grace,
+    )
+    .await;
     let grace = rt.config.shutdown_grace;
-    tokio::select! {
-        result = server => result.context("the HTTP server failed")?,
-        _ = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
-            tracing::warn!("requests still in flight after {grace:?}; exiting");
-        }
-    }
     tasks.close();
     if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
         tracing::warn!("background tasks still running after {grace:?}; exiting");

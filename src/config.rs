@@ -123,6 +123,16 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "connection pool size (PostgreSQL; readers on SQLite)",
     },
     Setting {
+        name: "http_header_timeout",
+        default: "10s",
+        meaning: "a client must send a request's headers within this time",
+    },
+    Setting {
+        name: "http_body_timeout",
+        default: "30s",
+        meaning: "a client must send a request's whole body within this time (else 408)",
+    },
+    Setting {
         name: "shutdown_grace",
         default: "30s",
         meaning: "how long SIGTERM waits for in-flight requests and attempts",
@@ -243,6 +253,8 @@ pub struct Config {
     pub provider_timeout: Duration,
     pub purge_interval: Duration,
     pub database_max_connections: u32,
+    pub http_header_timeout: Duration,
+    pub http_body_timeout: Duration,
     pub shutdown_grace: Duration,
     pub log: String,
     pub log_format: LogFormat,
@@ -387,6 +399,16 @@ impl Config {
                 Duration::from_secs(86400),
             )?,
             database_max_connections: src.number("database_max_connections", 1, 10_000)?,
+            http_header_timeout: src.duration(
+                "http_header_timeout",
+                Duration::from_millis(10),
+                Duration::from_secs(600),
+            )?,
+            http_body_timeout: src.duration(
+                "http_body_timeout",
+                Duration::from_millis(10),
+                Duration::from_secs(3600),
+            )?,
             shutdown_grace: src.duration(
                 "shutdown_grace",
                 Duration::ZERO,
@@ -818,6 +840,19 @@ mod tests {
             err.starts_with("`webhook_disable_after` in sb.toml"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn every_setting_is_documented_in_the_readme() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        for s in SETTINGS {
+            assert!(
+                readme.contains(&format!("`{}`", env_name(s.name))),
+                "{} is missing from the README",
+                env_name(s.name)
+            );
+        }
     }
 
     #[test]

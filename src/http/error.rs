@@ -204,6 +204,14 @@ impl ApiError {
         .with_details(json!({ "limit_bytes": limit }))
     }
 
+    pub fn request_timeout() -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            "The request body was not received in time.",
+        )
+    }
+
     pub fn unsupported_media_type() -> Self {
         Self::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,

@@ -69,6 +69,8 @@ async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Api
     Bytes::from_request(req, state).await.map_err(|rejection| {
         if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::payload_too_large(BODY_LIMIT)
+        } else if super::deadline::is_deadline(&rejection) {
+            ApiError::request_timeout()
         } else {
             ApiError::malformed_json(format!("The request body could not be read: {rejection}"))
         }

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod channels;
+pub mod deadline;
 pub mod error;
 pub mod health;
 pub mod json;
@@ -14,6 +15,7 @@ pub mod pagination;
 pub mod query;
 pub mod rate_limit;
 pub mod request_id;
+pub mod server;
 pub mod state;
 
 use std::any::Any;
@@ -43,17 +45,24 @@ pub fn router(state: AppState) -> Router {
         .merge(authenticated_routes(&state))
         .merge(health::router())
         .merge(openapi::router());
-    with_common_layers(routes).with_state(state)
+    let body_deadline = state.config.http_body_timeout;
+    with_common_layers(routes, body_deadline).with_state(state)
 }
 
-/// What every route gets: JSON 404 and 405, the body limit, panic recovery, request ids,
-/// logs and metrics.
-fn with_common_layers<S: Clone + Send + Sync + 'static>(routes: Router<S>) -> Router<S> {
+/// What every route gets: JSON 404 and 405, the body size and time limits, panic recovery,
+/// request ids, logs and metrics.
+fn with_common_layers<S: Clone + Send + Sync + 'static>(
+    routes: Router<S>,
+    body_deadline: std::time::Duration,
+) -> Router<S> {
     routes
         .route_layer(middleware::from_fn(observe::mark_route))
         .fallback(|| async { ApiError::route_not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(DefaultBodyLimit::max(json::BODY_LIMIT))
+        .layer(middleware::from_fn(move |req, next| {
+            deadline::limit_body_time(body_deadline, req, next)
+        }))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(middleware::from_fn(observe::observe))
 }
@@ -73,6 +82,7 @@ mod tests {
     use axum::body::Body;
     use axum::http::Request;
     use axum::routing::{get, post};
+    use futures::StreamExt;
     use tower::ServiceExt;
 
     use super::*;
@@ -107,6 +117,7 @@ mod tests {
             Router::new()
                 .route("/boom", get(boom))
                 .route("/echo", post(echo)),
+            std::time::Duration::from_millis(300),
         )
     }
 
@@ -120,6 +131,23 @@ mod tests {
         assert_eq!(
             body["error"]["request_id"].as_str(),
             headers["x-request-id"].to_str().ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_that_never_completes_is_a_408() {
+        let stream = futures::stream::once(async {
+            Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"{\"a\":"))
+        })
+        .chain(futures::stream::pending());
+        let req = Request::post("/echo")
+            .header("content-type", "application/json")
+            .body(Body::from_stream(stream))
+            .unwrap();
+        let (status, _, body) = call(app(), req).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (408, Some("request_timeout"))
         );
     }
 

@@ -23,6 +23,7 @@ both_backends!(
     json_logs_carry_request_ids_and_no_keys,
     wrong_master_key_is_a_clear_startup_error,
     shared_rate_limits_through_redis,
+    slow_and_oversized_clients_are_cut_off,
 );
 
 async fn health_ready_metrics_and_openapi_need_no_key(backend: Backend) {
@@ -919,4 +920,59 @@ async fn shared_rate_limits_through_redis(backend: Backend) {
         4,
         "{statuses:?}"
     );
+}
+
+async fn slow_and_oversized_clients_are_cut_off(backend: Backend) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let env = TestEnv::new(backend).await;
+    let server = env
+        .start(&[("SWITCHBOARD_HTTP_HEADER_TIMEOUT", "300ms")])
+        .await;
+    let addr = server.base.trim_start_matches("http://").to_owned();
+
+    // Headers that never finish: the server closes the connection.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        slow.read_to_end(&mut buf),
+    )
+    .await;
+    assert!(
+        read.is_ok(),
+        "the server must close a connection whose headers never finish"
+    );
+    assert!(
+        buf.is_empty() || String::from_utf8_lossy(&buf).starts_with("HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&buf)
+    );
+
+    // A header block over 64 KiB is refused.
+    let mut big = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let request = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(100 * 1024)
+    );
+    let _ = big.write_all(request.as_bytes()).await;
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        big.read_to_end(&mut buf),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&buf);
+    assert!(
+        !text.starts_with("HTTP/1.1 200"),
+        "an oversized header block is not served: {text}"
+    );
+
+    // The server is still healthy.
+    server
+        .call(Method::GET, "/healthz", None, None)
+        .await
+        .expect(200);
 }
