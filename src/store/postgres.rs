@@ -27,7 +27,7 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(2))
             .min_connections(1)
-            .acquire_timeout(Duration::from_secs(5))
+            .acquire_timeout(Duration::from_secs(3))
             .idle_timeout(Duration::from_secs(300))
             .test_before_acquire(true)
             .connect_with(options)

@@ -1,6 +1,8 @@
 //! Black-box tests: the real `switchboard` binary on a random port, spoken to over HTTP, on
 //! SQLite and (when `SWITCHBOARD_TEST_POSTGRES_URL` is set) on PostgreSQL.
 
+mod faults;
 mod support;
 
 mod foundation;
+mod reliability;
