@@ -884,4 +884,20 @@ mod tests {
         );
         assert_eq!(c.rate_limits_for(1), c.rate_limits);
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn any_value_of_any_setting_is_accepted_or_named_in_the_error(i in 0usize..SETTINGS.len(), value in "\\PC{0,60}") {
+                let name = env_name(SETTINGS[i].name);
+                let env: HashMap<String, String> = [(name.clone(), value)].into_iter().collect();
+                if let Err(e) = Config::from_sources(&env, None, None) {
+                    prop_assert!(e.0.starts_with(&name) || e.0.contains("SWITCHBOARD_MASTER_KEY"), "{}", e.0);
+                }
+            }
+        }
+    }
 }

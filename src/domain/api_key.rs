@@ -247,4 +247,29 @@ mod tests {
         assert_eq!(display_prefix("abc"), "a");
         assert_eq!(display_prefix("legacy-plaintext-key-000000001"), "legacy");
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn screening_never_panics(s in "\\PC{0,600}") {
+                let _ = check_presented(&s);
+                let _ = check_legacy(&s);
+                let _ = display_prefix(&s);
+            }
+
+            #[test]
+            fn any_changed_character_of_a_key_is_caught(pos in 4usize..KEY_LEN, c in "[0-9A-Za-z]") {
+                let key = generate().token;
+                let mut chars: Vec<char> = key.chars().collect();
+                let replacement = c.chars().next().unwrap();
+                prop_assume!(chars[pos] != replacement);
+                chars[pos] = replacement;
+                let tampered: String = chars.into_iter().collect();
+                prop_assert!(!is_well_formed(&tampered));
+            }
+        }
+    }
 }

@@ -263,4 +263,19 @@ mod tests {
         assert_eq!(normalize_name("SALES - whatsapp"), "sales-whatsapp");
         assert_eq!(normalize_name("Ventes été"), "ventes-été");
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn derived_slugs_are_valid_and_normalization_is_idempotent(name in "\\PC{0,300}") {
+                prop_assert!(validate_slug(&slugify(&name)).is_ok());
+                let n = normalize_name(&name);
+                prop_assert_eq!(normalize_name(&n), n.clone());
+                let _ = validate_name(&name);
+            }
+        }
+    }
 }

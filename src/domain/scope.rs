@@ -201,4 +201,27 @@ mod tests {
         let set = ScopeSet::parse_list("webhooks:write webhooks:read").unwrap();
         assert_eq!(ScopeSet::parse_list(&set.to_storage()).unwrap(), set);
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn scope_lists_never_panic(s in "\\PC{0,200}") {
+                let _ = ScopeSet::parse_list(&s);
+            }
+
+            #[test]
+            fn subsets_round_trip(mask in 0u32..(1 << 18)) {
+                let chosen: Vec<&str> = Scope::ALL.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, s)| s.as_str()).collect();
+                prop_assume!(!chosen.is_empty());
+                let set = ScopeSet::parse_list(&chosen.join(",")).unwrap();
+                prop_assert_eq!(ScopeSet::parse_list(&set.to_storage()).unwrap(), set.clone());
+                for s in Scope::ALL {
+                    prop_assert_eq!(set.allows(*s), chosen.contains(&s.as_str()));
+                }
+            }
+        }
+    }
 }

@@ -192,4 +192,29 @@ mod tests {
         assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
         assert_eq!(format_duration(Duration::from_secs(86400 * 90)), "90d");
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn parsers_never_panic(s in "\\PC{0,80}") {
+                let _ = parse_duration(&s);
+                let _ = Timestamp::parse_rfc3339(&s);
+            }
+
+            #[test]
+            fn durations_round_trip(ms in 0u64..10_000_000_000) {
+                let d = Duration::from_millis(ms);
+                prop_assert_eq!(parse_duration(&format_duration(d)).unwrap(), d);
+            }
+
+            #[test]
+            fn timestamps_round_trip(ms in 0i64..32_503_680_000_000) {
+                let t = Timestamp::from_millis(ms);
+                prop_assert_eq!(Timestamp::parse_rfc3339(&t.to_rfc3339()).unwrap(), t);
+            }
+        }
+    }
 }

@@ -174,3 +174,45 @@ fn touch(state: &AppState, key_id: i64) {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn parse(value: &[u8]) -> Result<Option<String>, ApiError> {
+        let mut h = HeaderMap::new();
+        if let Ok(v) = HeaderValue::from_bytes(value) {
+            h.insert(AUTHORIZATION, v);
+        }
+        bearer_token(&h)
+    }
+
+    #[test]
+    fn bearer_tokens() {
+        assert_eq!(parse(b"Bearer abc").unwrap().as_deref(), Some("abc"));
+        assert_eq!(parse(b"bearer   abc  ").unwrap().as_deref(), Some("abc"));
+        assert_eq!(parse(b"Bearer").unwrap(), None);
+        assert_eq!(parse(b"Bearer ").unwrap(), None);
+        assert_eq!(
+            parse(b"Basic dXNlcjpwdw==").unwrap_err().code,
+            "missing_api_key"
+        );
+        assert_eq!(
+            parse(b"Bearer caf\xc3\xa9").unwrap_err().code,
+            "invalid_api_key"
+        );
+        assert_eq!(bearer_token(&HeaderMap::new()).unwrap(), None);
+    }
+
+    proptest! {
+        #[test]
+        fn the_authorization_header_parser_never_panics(value in proptest::collection::vec(any::<u8>(), 0..300)) {
+            if let Err(e) = parse(&value) {
+                prop_assert_eq!(e.status.as_u16(), 401);
+            }
+        }
+    }
+}

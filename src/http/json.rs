@@ -208,4 +208,57 @@ mod tests {
         let b: Body = parse(b" {\"count\": 3, \"unknown\": true} ").unwrap();
         assert_eq!(b.count, 3);
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn arbitrary_bytes_are_a_4xx_never_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+                match parse::<super::Body>(&bytes) {
+                    Ok(_) => {}
+                    Err(e) => prop_assert!(e.status.is_client_error()),
+                }
+                let _ = parse::<serde_json::Value>(&bytes);
+            }
+
+            #[test]
+            fn arbitrary_json_values_are_a_4xx_never_a_panic(v in arb_json()) {
+                let bytes = serde_json::to_vec(&v).unwrap();
+                if let Err(e) = parse::<super::Body>(&bytes) {
+                    prop_assert!(e.status.is_client_error());
+                }
+            }
+        }
+
+        fn arb_json() -> impl Strategy<Value = serde_json::Value> {
+            let leaf = prop_oneof![
+                Just(serde_json::Value::Null),
+                any::<bool>().prop_map(serde_json::Value::from),
+                any::<i64>().prop_map(serde_json::Value::from),
+                any::<f64>()
+                    .prop_filter("finite", |f| f.is_finite())
+                    .prop_map(serde_json::Value::from),
+                "\\PC{0,20}".prop_map(serde_json::Value::from),
+            ];
+            leaf.prop_recursive(4, 32, 6, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..6)
+                        .prop_map(serde_json::Value::from),
+                    proptest::collection::btree_map(
+                        prop_oneof![
+                            Just("count".to_owned()),
+                            Just("inner".to_owned()),
+                            Just("name".to_owned()),
+                            "[a-z]{1,6}"
+                        ],
+                        inner,
+                        0..6
+                    )
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+    }
 }

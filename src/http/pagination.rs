@@ -190,4 +190,23 @@ mod tests {
         assert!(!page.has_more);
         assert_eq!(page.next_cursor, None);
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn cursors_never_panic(s in "\\PC{0,200}", limit in "\\PC{0,20}") {
+                let _ = Cursor::decode(&s);
+                let _ = PageRequest::parse(Some(&limit), Some(&s));
+            }
+
+            #[test]
+            fn cursors_round_trip(time_ms in any::<i64>(), id in any::<i64>()) {
+                let c = Cursor { time_ms, id };
+                prop_assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
+            }
+        }
+    }
 }

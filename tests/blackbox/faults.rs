@@ -27,7 +27,9 @@ impl Proxy {
         let cut_rx = cut.subscribe();
         tokio::spawn(async move {
             loop {
-                let Ok((client, _)) = listener.accept().await else { return };
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
                 if is_down.load(Ordering::SeqCst) {
                     drop(client);
                     continue;
@@ -37,7 +39,9 @@ impl Proxy {
                 // Only cuts that happen after this connection was accepted apply to it.
                 cut_rx.borrow_and_update();
                 tokio::spawn(async move {
-                    let Ok(upstream) = TcpStream::connect(&target).await else { return };
+                    let Ok(upstream) = TcpStream::connect(&target).await else {
+                        return;
+                    };
                     let (mut a, mut b) = (client, upstream);
                     tokio::select! {
                         _ = tokio::io::copy_bidirectional(&mut a, &mut b) => {}

@@ -40,13 +40,25 @@ async fn postgres_outage_is_503_and_the_service_recovers_without_restart() {
     let server = env.start(&[("SWITCHBOARD_DATABASE_URL", &proxied)]).await;
     let path = "/api/v1/integrations/channels";
     server.get(path, &seed.key).await.expect(200);
-    server.call(Method::GET, "/readyz", None, None).await.expect(200);
+    server
+        .call(Method::GET, "/readyz", None, None)
+        .await
+        .expect(200);
 
     proxy.take_down();
-    let r = server.get(path, &seed.key).await.expect_error(503, "service_unavailable");
+    let r = server
+        .get(path, &seed.key)
+        .await
+        .expect_error(503, "service_unavailable");
     assert!(r.header("retry-after").is_some());
-    server.call(Method::GET, "/readyz", None, None).await.expect_error(503, "service_unavailable");
-    server.call(Method::GET, "/healthz", None, None).await.expect(200);
+    server
+        .call(Method::GET, "/readyz", None, None)
+        .await
+        .expect_error(503, "service_unavailable");
+    server
+        .call(Method::GET, "/healthz", None, None)
+        .await
+        .expect(200);
 
     proxy.bring_up();
     let recovered = eventually(Duration::from_secs(30), || async {
@@ -54,7 +66,10 @@ async fn postgres_outage_is_503_and_the_service_recovers_without_restart() {
     })
     .await;
     assert!(recovered, "requests succeed again once PostgreSQL is back");
-    server.call(Method::GET, "/readyz", None, None).await.expect(200);
+    server
+        .call(Method::GET, "/readyz", None, None)
+        .await
+        .expect(200);
     assert!(!server.logs().contains("panicked"), "{}", server.logs());
 }
 
@@ -72,7 +87,12 @@ async fn redis_outage_falls_back_to_per_instance_limits() {
     };
     let proxy = Proxy::start(&target).await;
     let proxied = via(&redis, &proxy);
-    let server = env.start(&[("SWITCHBOARD_REDIS_URL", &proxied), ("SWITCHBOARD_RATE_LIMIT_READS", "3")]).await;
+    let server = env
+        .start(&[
+            ("SWITCHBOARD_REDIS_URL", &proxied),
+            ("SWITCHBOARD_RATE_LIMIT_READS", "3"),
+        ])
+        .await;
     let path = "/api/v1/integrations/channels";
     server.get(path, &seed.key).await.expect(200);
 
@@ -82,9 +102,21 @@ async fn redis_outage_falls_back_to_per_instance_limits() {
     for _ in 0..6 {
         statuses.push(server.get(path, &seed.key).await.status.as_u16());
     }
-    assert!(statuses.contains(&200), "traffic is still served while Redis is down: {statuses:?}");
-    assert!(statuses.contains(&429), "limits still apply while Redis is down: {statuses:?}");
+    assert!(
+        statuses.contains(&200),
+        "traffic is still served while Redis is down: {statuses:?}"
+    );
+    assert!(
+        statuses.contains(&429),
+        "limits still apply while Redis is down: {statuses:?}"
+    );
     let metrics = server.call(Method::GET, "/metrics", None, None).await.text;
-    assert!(metrics.contains("rate_limit_redis_errors_total"), "{metrics}");
-    assert!(server.logs().contains("Redis rate limiting failed"), "a warning is logged");
+    assert!(
+        metrics.contains("rate_limit_redis_errors_total"),
+        "{metrics}"
+    );
+    assert!(
+        server.logs().contains("Redis rate limiting failed"),
+        "a warning is logged"
+    );
 }
