@@ -30,7 +30,7 @@ pub struct Runtime {
 }
 
 const DEPLOYMENT_ID: &str = "deployment_id";
-const MASTER_KEY_CHECK: &str = "master_key_check";
+pub const MASTER_KEY_CHECK: &str = "master_key_check";
 
 impl Runtime {
     /// Connects, applies migrations and verifies the master key against the database.

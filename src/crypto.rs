@@ -82,7 +82,8 @@ impl MasterKey {
     }
 }
 
-fn write_private_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+/// Creates `path` (which must not exist) readable by its owner only, and writes `contents`.
+pub fn write_private_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);

@@ -38,6 +38,9 @@ pub enum AdminCommand {
     /// API keys: create (shown once), list, revoke, rotate, import legacy keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// The master key that encrypts secrets at rest: generate, rotate.
+    #[command(subcommand)]
+    MasterKey(super::admin_master_key::MasterKeyCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -193,6 +196,7 @@ async fn execute(rt: &Runtime, command: AdminCommand) -> Result<Output, OpError>
         AdminCommand::Org(c) => org(rt, c).await,
         AdminCommand::Channel(c) => channel(rt, c).await,
         AdminCommand::Key(c) => key(rt, c).await,
+        AdminCommand::MasterKey(c) => super::admin_master_key::run(rt, c).await,
     }
 }
 

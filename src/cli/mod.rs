@@ -1,6 +1,7 @@
 //! The `switchboard` command line.
 
 pub mod admin;
+pub mod admin_master_key;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -204,7 +204,19 @@ pub trait SystemStore: Send + Sync {
     fn backend(&self) -> &'static str;
     /// Notified (in this process) after every commit that wrote outbox events.
     fn outbox_signal(&self) -> Arc<tokio::sync::Notify>;
+    /// Re-encrypts every stored secret with `reseal` (sealed value, associated data) and
+    /// replaces the setting `check_key` with `new_check`, in one transaction. Returns the
+    /// number of secrets re-encrypted. Any failure changes nothing.
+    async fn reseal_secrets(
+        &self,
+        reseal: &Reseal,
+        check_key: &str,
+        new_check: &[u8],
+    ) -> StoreResult<usize>;
 }
+
+/// Opens a value sealed under the old master key and seals it under the new one.
+pub type Reseal = dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>, String> + Send + Sync;
 
 #[async_trait]
 pub trait OrgStore: Send + Sync {

@@ -4,8 +4,119 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 
+use crate::both_backends;
 use crate::faults::{Proxy, via};
 use crate::support::{Backend, TestEnv};
+
+both_backends!(master_key_rotation_reencrypts_every_secret);
+
+async fn master_key_rotation_reencrypts_every_secret(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let config = serde_json::json!({"phone_number_id": "123", "access_token": "secret-token-1", "app_secret": "s2"});
+    let channel = env
+        .admin(&[
+            "channel",
+            "create",
+            "--org",
+            &seed.org_id.to_string(),
+            "--type",
+            "whatsapp_cloud",
+            "--name",
+            "WA",
+            "--provider-config",
+            &config.to_string(),
+        ])
+        .await;
+    let new_key = crate::support::hex_key();
+    let out = env
+        .admin(&["master-key", "rotate", "--new-key", &new_key])
+        .await;
+    assert_eq!(out["rotated"], 1);
+    assert!(
+        !out.to_string().contains(&new_key),
+        "a key given by the operator is not echoed"
+    );
+
+    // The old key no longer opens the database; the new one does, and the secret survived.
+    let old = env.run(&["serve"], &[]).await;
+    assert!(
+        !old.success && old.stderr.contains("not the master key"),
+        "{}",
+        old.stderr
+    );
+    let server = env.start(&[("SWITCHBOARD_MASTER_KEY", &new_key)]).await;
+    server
+        .get("/api/v1/integrations/channels", &seed.key)
+        .await
+        .expect(200);
+    let mut settings: std::collections::HashMap<String, String> =
+        env.base_env().into_iter().collect();
+    settings.insert("SWITCHBOARD_MASTER_KEY".into(), new_key.clone());
+    let cfg = switchboard::config::Config::from_sources(&settings, None, None).unwrap();
+    let store = switchboard::store::connect(&cfg).await.unwrap();
+    let secrets = switchboard::crypto::SecretBox::new(
+        &switchboard::crypto::MasterKey::from_hex(&new_key).unwrap(),
+    );
+    let opened = switchboard::ops::channels::provider_config(
+        store.as_ref(),
+        &secrets,
+        channel["id"].as_i64().unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(opened, config);
+
+    // Rotating to the same key is refused and changes nothing.
+    let same = env
+        .run(
+            &[
+                "admin",
+                "master-key",
+                "rotate",
+                "--new-key",
+                &new_key,
+                "--json",
+            ],
+            &[("SWITCHBOARD_MASTER_KEY", &new_key)],
+        )
+        .await;
+    assert!(
+        !same.success && same.stderr.contains("already"),
+        "{}",
+        same.stderr
+    );
+
+    if backend == Backend::Sqlite {
+        // With the default key file: the file is replaced by the new key.
+        let file_env = TestEnv::new(Backend::Sqlite).await;
+        let unset = [("SWITCHBOARD_MASTER_KEY", "")];
+        let org = file_env
+            .run(&["admin", "org", "create", "--name", "F", "--json"], &unset)
+            .await;
+        assert!(org.success, "{}", org.stderr);
+        let key_file = file_env.dir.path().join("master.key");
+        let before = std::fs::read_to_string(&key_file).unwrap();
+        let rotated = file_env
+            .run(&["admin", "master-key", "rotate", "--json"], &unset)
+            .await;
+        assert!(rotated.success, "{}", rotated.stderr);
+        let after = std::fs::read_to_string(&key_file).unwrap();
+        assert_ne!(before, after);
+        assert!(
+            !rotated.stdout.contains(after.trim()),
+            "the new key stays in the file"
+        );
+        let again = file_env
+            .run(&["admin", "org", "list", "--json"], &unset)
+            .await;
+        assert!(
+            again.success,
+            "the rotated file opens the database: {}",
+            again.stderr
+        );
+    }
+}
 
 /// Polls `f` until it returns true or `deadline` passes.
 async fn eventually<F, Fut>(deadline: Duration, mut f: F) -> bool

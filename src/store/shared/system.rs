@@ -3,7 +3,17 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::Backend;
-use crate::store::{StoreResult, SystemStore};
+use crate::store::{Reseal, StoreError, StoreResult, SystemStore};
+
+/// Every column that holds a value sealed under the master key: (table, key column, sealed
+/// column, associated data). A new sealed column must be added here, or master-key rotation
+/// would leave it unreadable.
+const SEALED_COLUMNS: &[(&str, &str, &str, &[u8])] = &[(
+    "channels",
+    "id",
+    "provider_config",
+    crate::crypto::AAD_PROVIDER_CONFIG,
+)];
 
 #[async_trait]
 impl SystemStore for Backend {
@@ -48,5 +58,42 @@ impl SystemStore for Backend {
 
     fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {
         self.hooks.outbox_signal()
+    }
+
+    async fn reseal_secrets(
+        &self,
+        reseal: &Reseal,
+        check_key: &str,
+        new_check: &[u8],
+    ) -> StoreResult<usize> {
+        let mut tx = self.begin().await?;
+        let mut count = 0;
+        for (table, key, column, aad) in SEALED_COLUMNS {
+            let rows: Vec<(i64, Vec<u8>)> = sqlx::query_as(&format!(
+                "SELECT {key}, {column} FROM {table} WHERE {column} IS NOT NULL ORDER BY {key}"
+            ))
+            .fetch_all(&mut *tx)
+            .await?;
+            for (id, sealed) in rows {
+                let resealed = reseal(&sealed, aad).map_err(|e| {
+                    StoreError::Conflict(format!("{table}.{column} of {key} {id}: {e}"))
+                })?;
+                sqlx::query(&format!(
+                    "UPDATE {table} SET {column} = $1 WHERE {key} = $2"
+                ))
+                .bind(resealed)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+                count += 1;
+            }
+        }
+        sqlx::query("UPDATE settings SET value = $1 WHERE key = $2")
+            .bind(new_check)
+            .bind(check_key)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(count)
     }
 }
