@@ -1,0 +1,195 @@
+//! `bench`: the load tool. It starts a release `switchboard` server per backend (or targets a
+//! running one), seeds an organization, a sandbox channel, a contact, a key and a local webhook
+//! receiver, and measures request rates, latencies, webhook delivery rates, event-to-delivery
+//! times, memory and start-up time. It prints one table and writes it as JSON.
+//!
+//! ```sh
+//! cargo run --release --bin bench -- --backend both --duration 10s --connections 32
+//! ```
+
+mod load;
+mod receiver;
+mod report;
+mod server;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use report::Report;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "bench",
+    about = "Switchboard load tool: rates, latencies, deliveries, memory, start-up."
+)]
+pub struct Args {
+    /// sqlite, postgres or both.
+    #[arg(long, default_value = "both")]
+    pub backend: String,
+    /// PostgreSQL server to create the benchmark database on.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_TEST_POSTGRES_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    pub postgres_url: String,
+    /// How long each closed-loop measurement runs.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Concurrent connections of the load generator.
+    #[arg(long, default_value_t = 32)]
+    pub connections: usize,
+    /// Messages sent to build the webhook backlog whose draining is measured.
+    #[arg(long, default_value_t = 5000)]
+    pub backlog: usize,
+    /// Where to write the JSON results.
+    #[arg(long, default_value = "bench-results/latest.json")]
+    pub json: PathBuf,
+    /// The server binary (default: `switchboard` beside this binary, built with --release).
+    #[arg(long)]
+    pub server_bin: Option<PathBuf>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    switchboard::domain::time::parse_duration(s)
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    match rt.block_on(run(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let backends: Vec<server::Backend> = match args.backend.as_str() {
+        "sqlite" => vec![server::Backend::Sqlite],
+        "postgres" => vec![server::Backend::Postgres],
+        "both" => vec![server::Backend::Sqlite, server::Backend::Postgres],
+        other => anyhow::bail!("--backend: expected sqlite, postgres or both, got {other}"),
+    };
+    let bin = server::server_binary(args.server_bin.clone())?;
+    let mut report = Report::new(&args);
+    for backend in backends {
+        eprintln!("== {}", backend.name());
+        let results = scenarios(&args, &bin, backend).await?;
+        report.add(backend.name(), results);
+    }
+    report.print();
+    report.write(&args.json)?;
+    eprintln!("results written to {}", args.json.display());
+    Ok(())
+}
+
+/// Every measurement, for one backend.
+async fn scenarios(
+    args: &Args,
+    bin: &std::path::Path,
+    backend: server::Backend,
+) -> anyhow::Result<report::BackendResults> {
+    let mut out = report::BackendResults::default();
+    let db = server::Database::create(backend, &args.postgres_url).await?;
+    let seed = server::seed(bin, &db).await?;
+    let receiver = receiver::Receiver::start().await?;
+
+    let started = server::Server::start(bin, &db).await?;
+    out.startup_ms = Some(started.startup.as_secs_f64() * 1000.0);
+    out.idle_rss_mb = started.rss_mb();
+    let srv = started;
+    let client = load::client(args.connections);
+
+    let base = srv.base.clone();
+    let key = seed.key.clone();
+
+    eprintln!("  GET /healthz");
+    let url = format!("{base}/healthz");
+    out.healthz =
+        Some(load::closed_loop(&client, args, move |_, _| load::Req::get(url.clone(), None)).await);
+    eprintln!("  GET /channels");
+    let (url, k) = (format!("{base}/api/v1/integrations/channels"), key.clone());
+    out.channels = Some(
+        load::closed_loop(&client, args, move |_, _| {
+            load::Req::get(url.clone(), Some(&k))
+        })
+        .await,
+    );
+
+    // A subscribed endpoint, so that every send also produces a delivery.
+    let endpoint = srv
+        .create_endpoint(&client, &seed.key, &receiver.url(), &["message.sent"])
+        .await;
+    if endpoint.is_none() {
+        eprintln!("  (webhook endpoints are not available; delivery measurements skipped)");
+    }
+
+    eprintln!("  POST /messages");
+    let (url, k, body) = (
+        format!("{base}/api/v1/integrations/messages"),
+        key.clone(),
+        load::send_body(&seed),
+    );
+    let sends = load::closed_loop(&client, args, move |task, i| {
+        load::Req::post(
+            url.clone(),
+            &k,
+            format!("bench-{task}-{i}-{}", uuid::Uuid::new_v4()),
+            body.clone(),
+        )
+    })
+    .await;
+    out.sends = (sends.ok > 0).then_some(sends);
+
+    eprintln!("  GET /messages");
+    let (url, k) = (
+        format!("{base}/api/v1/integrations/messages?limit=50"),
+        key.clone(),
+    );
+    let history = load::closed_loop(&client, args, move |_, _| {
+        load::Req::get(url.clone(), Some(&k))
+    })
+    .await;
+    out.messages_page = (history.ok > 0).then_some(history);
+
+    if endpoint.is_some() {
+        // Light load: one send at a time, a few per second; time from commit to arrival.
+        receiver.reset();
+        eprintln!("  event-to-delivery, light load");
+        load::paced_sends(&client, &srv, &seed, 20.0, Duration::from_secs(5)).await;
+        receiver.wait_for(100, Duration::from_secs(30)).await;
+        out.delivery_latency_light = receiver.latency_summary();
+
+        // Heavy load: a burst of sends, then the time to drain the deliveries.
+        receiver.reset();
+        eprintln!("  deliveries per second (backlog of {})", args.backlog);
+        let drained = load::backlog(
+            &client,
+            &srv,
+            &seed,
+            &receiver,
+            args.backlog,
+            args.connections,
+        )
+        .await;
+        out.deliveries_per_sec = drained;
+        out.delivery_latency_heavy = receiver.latency_summary();
+
+        eprintln!("  plain client to the same receiver");
+        let body = receiver.sample_body().unwrap_or_else(|| b"{}".to_vec());
+        out.plain_client_per_sec =
+            Some(load::plain_posts(&client, args, &receiver.url(), body).await);
+    }
+    out.peak_rss_mb = srv.peak_rss_mb();
+    drop(srv);
+    db.drop_database().await;
+    Ok(out)
+}
