@@ -38,6 +38,9 @@ pub enum AdminCommand {
     /// API keys: create (shown once), list, revoke, rotate, import legacy keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Members of organizations: add, change role, grant/revoke/reset a permission, remove.
+    #[command(subcommand)]
+    User(super::admin_users::UserCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -193,6 +196,7 @@ async fn execute(rt: &Runtime, command: AdminCommand) -> Result<Output, OpError>
         AdminCommand::Org(c) => org(rt, c).await,
         AdminCommand::Channel(c) => channel(rt, c).await,
         AdminCommand::Key(c) => key(rt, c).await,
+        AdminCommand::User(c) => super::admin_users::run(rt, c).await,
     }
 }
 
