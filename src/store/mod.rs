@@ -27,6 +27,8 @@ use crate::domain::scope::ScopeSet;
 
 #[cfg(test)]
 pub mod conformance;
+#[cfg(test)]
+mod conformance_org_data;
 pub mod org_data;
 mod postgres;
 mod sqlite;
