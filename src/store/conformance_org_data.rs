@@ -138,7 +138,13 @@ async fn members_are_added_found_and_listed(ts: &TestStore) {
     // Pages: oldest membership first, strictly after the cursor, by role.
     for i in 0..5 {
         s.add_member(
-            new_member(a.id, &format!("agent{i}@example.com"), None, Role::Agent, 10),
+            new_member(
+                a.id,
+                &format!("agent{i}@example.com"),
+                None,
+                Role::Agent,
+                10,
+            ),
             none(),
         )
         .await
