@@ -39,10 +39,18 @@ CREATE TABLE membership_permissions (
     PRIMARY KEY (membership_id, permission)
 );
 
--- Filters of GET /events (newest first within each).
+-- Types are ASCII names compared byte by byte (prefix ranges such as ['team.', 'team/') must
+-- mean "starts with team."), whatever the database's default collation.
+ALTER TABLE org_events ALTER COLUMN type TYPE TEXT COLLATE "C";
+
+-- Filters of GET /events: each index serves one filter newest first, without a sort. A type
+-- prefix (`team.*`) walks the distinct types under the prefix on org_events_org_type (a loose
+-- index scan), then reads each type newest first.
 CREATE INDEX org_events_org_category ON org_events (org_id, category, created_at, id);
 CREATE INDEX org_events_org_type ON org_events (org_id, type, created_at, id);
-CREATE INDEX org_events_org_actor ON org_events (org_id, actor_type, actor_key_id, created_at, id);
+CREATE INDEX org_events_org_actor ON org_events (org_id, actor_type, created_at, id);
+CREATE INDEX org_events_org_actor_key ON org_events (org_id, actor_key_id, created_at, id)
+    WHERE actor_key_id IS NOT NULL;
 
 -- The organization log is append-only: no entry is ever changed or deleted (TRUNCATE included).
 CREATE FUNCTION org_events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$

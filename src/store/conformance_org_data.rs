@@ -863,6 +863,48 @@ async fn org_log_filters_and_pages(ts: &TestStore) {
     }
     assert_eq!(seen, vec![9, 7, 6, 2, 1]);
 
+    // A prefix with more types than the loose index scan walks falls back to a scan, with the
+    // same result.
+    for i in 0..70 {
+        s.write_effects(Effects::none().log(entry(
+            org.id,
+            &format!("bulk.t{:02}", (i * 37) % 70),
+            EventCategory::Admin,
+            Actor::System,
+            60 + i / 3,
+            1000 + i,
+        )))
+        .await
+        .unwrap();
+    }
+    let bulk = run(OrgEventFilter {
+        event_type: Some(TypeFilter::parse("bulk.*").unwrap()),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(bulk, (1000..1070).rev().collect::<Vec<_>>());
+    let paged = s
+        .query_org_events(
+            org.id,
+            &OrgEventQuery {
+                filter: OrgEventFilter {
+                    event_type: Some(TypeFilter::parse("bulk.*").unwrap()),
+                    ..Default::default()
+                },
+                before: None,
+                limit: 5,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        paged
+            .iter()
+            .map(|r| r.event.details["n"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![1069, 1068, 1067, 1066, 1065]
+    );
+
     // Entries read back whole.
     let listed = s
         .query_org_events(
