@@ -168,7 +168,7 @@ impl OrgLogStore for Backend {
                             .await?,
                     );
                 }
-                rows.sort_by(|a, b| (b.event.created_at, b.id).cmp(&(a.event.created_at, a.id)));
+                rows.sort_by_key(|r| std::cmp::Reverse((r.event.created_at, r.id)));
                 rows.truncate(usize::try_from(query.limit).unwrap_or(0));
                 Ok(rows)
             }
