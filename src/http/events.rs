@@ -32,7 +32,7 @@ pub struct EventsParams {
     cursor: Option<String>,
     /// Only entries of this category.
     category: Option<EventCategory>,
-    /// An exact type (`security.api_key_created`) or a prefix (`team.*`).
+    /// An exact type (`security.api_key_created`), a prefix (`team.*`) or `*` (every type).
     #[param(rename = "type", example = "security.*")]
     event_type: Option<String>,
     /// `api_key:ID` (one key), `api_key` (any key), `admin` (the admin tools) or `system`.
@@ -49,7 +49,13 @@ pub struct EventsParams {
 fn parse_filter(q: &ListQuery) -> Result<OrgEventFilter, ApiError> {
     let filter = OrgEventFilter {
         category: q.parsed("category", |c| c.parse::<EventCategory>())?,
-        event_type: q.parsed("type", TypeFilter::parse)?,
+        // `*` selects every type, like a webhook subscription (specification 6.2).
+        event_type: q
+            .parsed("type", |t| match t {
+                "*" => Ok(None),
+                _ => TypeFilter::parse(t).map(Some),
+            })?
+            .flatten(),
         actor: q.parsed("actor", ActorFilter::parse)?,
         since: q.time("since")?,
         until: q.time("until")?,
