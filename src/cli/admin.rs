@@ -41,6 +41,9 @@ pub enum AdminCommand {
     /// The master key that encrypts secrets at rest: generate, rotate.
     #[command(subcommand)]
     MasterKey(super::admin_master_key::MasterKeyCommand),
+    /// Members of organizations: add, change role, grant/revoke/reset a permission, remove.
+    #[command(subcommand)]
+    User(super::admin_users::UserCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -197,6 +200,7 @@ async fn execute(rt: &Runtime, command: AdminCommand) -> Result<Output, OpError>
         AdminCommand::Channel(c) => channel(rt, c).await,
         AdminCommand::Key(c) => key(rt, c).await,
         AdminCommand::MasterKey(c) => super::admin_master_key::run(rt, c).await,
+        AdminCommand::User(c) => super::admin_users::run(rt, c).await,
     }
 }
 

@@ -3,9 +3,13 @@
 pub mod api_key;
 pub mod channel;
 pub mod event;
+pub mod org_log;
 pub mod organization;
+pub mod permission;
 pub mod scope;
+pub mod scope_catalogue;
 pub mod time;
+pub mod user;
 pub mod validation;
 
 pub use time::Timestamp;

@@ -7,16 +7,20 @@ pub mod auth;
 pub mod channels;
 pub mod deadline;
 pub mod error;
+pub mod events;
 pub mod health;
 pub mod json;
+pub mod list_query;
 pub mod observe;
 pub mod openapi;
 pub mod pagination;
+pub mod permissions;
 pub mod query;
 pub mod rate_limit;
 pub mod request_id;
 pub mod server;
 pub mod state;
+pub mod users;
 
 use std::any::Any;
 
@@ -33,6 +37,9 @@ pub use state::{AppInner, AppState};
 fn authenticated_routes(state: &AppState) -> Router<AppState> {
     Router::new()
         .merge(channels::router())
+        .merge(users::router())
+        .merge(permissions::router())
+        .merge(events::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,

@@ -24,6 +24,7 @@ use super::state::AppState;
     components(schemas(ErrorBody, ErrorObject, crate::domain::FieldError, crate::domain::channel::ChannelIdentity)),
     tags(
         (name = "channels", description = "Messaging channels."),
+        (name = "organization", description = "Organization data: members with roles and effective permissions, the permission and scope catalogues, and the audit, admin and security log."),
         (name = "operations", description = "Health, readiness, metrics and this document.")
     )
 )]
@@ -34,6 +35,9 @@ pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = BaseApi::openapi();
     for part in [
         super::channels::ChannelsApi::openapi(),
+        super::users::UsersApi::openapi(),
+        super::permissions::PermissionsApi::openapi(),
+        super::events::EventsApi::openapi(),
         super::health::HealthApi::openapi(),
         OpenApiDocApi::openapi(),
     ] {

@@ -15,6 +15,10 @@ use super::error::ApiError;
 pub const DEFAULT_LIMIT: i64 = 50;
 pub const MAX_LIMIT: i64 = 200;
 
+/// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z, in Unix milliseconds.
+const MIN_CURSOR_TIME_MS: i64 = -62_135_596_800_000;
+const MAX_CURSOR_TIME_MS: i64 = 253_402_300_799_999;
+
 /// A position in a list: the time and id of the last item returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cursor {
@@ -41,10 +45,18 @@ impl Cursor {
         let text = std::str::from_utf8(&raw).map_err(|_| bad())?;
         let mut parts = text.split('.');
         match (parts.next(), parts.next(), parts.next(), parts.next()) {
-            (Some("v1"), Some(t), Some(id), None) => Ok(Cursor {
-                time_ms: t.parse().map_err(|_| bad())?,
-                id: id.parse().map_err(|_| bad())?,
-            }),
+            (Some("v1"), Some(t), Some(id), None) => {
+                let cursor = Cursor {
+                    time_ms: t.parse().map_err(|_| bad())?,
+                    id: id.parse().map_err(|_| bad())?,
+                };
+                // A forged time outside years 1 to 9999 cannot be a position (and PostgreSQL
+                // refuses to compare with it).
+                if !(MIN_CURSOR_TIME_MS..=MAX_CURSOR_TIME_MS).contains(&cursor.time_ms) {
+                    return Err(bad());
+                }
+                Ok(cursor)
+            }
             _ => Err(bad()),
         }
     }
@@ -145,7 +157,16 @@ mod tests {
 
     #[test]
     fn bad_cursors_and_limits_are_400() {
-        for bad in ["", "!!!", "bm9wZQ", &"A".repeat(200)] {
+        let forged = |raw: &str| URL_SAFE_NO_PAD.encode(raw);
+        for bad in [
+            "",
+            "!!!",
+            "bm9wZQ",
+            &"A".repeat(200),
+            &forged("v1.9223372036854775807.1"),
+            &forged("v1.-9223372036854775808.1"),
+            &forged("v1.253402300800000.1"),
+        ] {
             let e = Cursor::decode(bad).unwrap_err();
             assert_eq!(
                 (e.status.as_u16(), e.code),
@@ -203,7 +224,7 @@ mod tests {
             }
 
             #[test]
-            fn cursors_round_trip(time_ms in any::<i64>(), id in any::<i64>()) {
+            fn cursors_round_trip(time_ms in MIN_CURSOR_TIME_MS..=MAX_CURSOR_TIME_MS, id in any::<i64>()) {
                 let c = Cursor { time_ms, id };
                 prop_assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
             }

@@ -17,6 +17,25 @@ pub struct TestStore {
     pg: Option<(String, String)>,
 }
 
+impl TestStore {
+    /// Runs one SQL statement on a connection of its own, outside the store (to check what the
+    /// database itself allows). Returns the rows affected.
+    pub async fn raw_execute(&self, sql: &str) -> Result<u64, sqlx::Error> {
+        use sqlx::Connection;
+        if let Some((admin, name)) = &self.pg {
+            let mut url = url::Url::parse(admin).unwrap();
+            url.set_path(name);
+            let mut c = sqlx::PgConnection::connect(url.as_str()).await?;
+            Ok(sqlx::query(sql).execute(&mut c).await?.rows_affected())
+        } else {
+            let dir = self._dir.as_ref().expect("a SQLite store has a directory");
+            let url = format!("sqlite://{}", dir.path().join("t.db").display());
+            let mut c = sqlx::SqliteConnection::connect(&url).await?;
+            Ok(sqlx::query(sql).execute(&mut c).await?.rows_affected())
+        }
+    }
+}
+
 impl Drop for TestStore {
     fn drop(&mut self) {
         if let Some((admin, name)) = self.pg.take() {

@@ -27,9 +27,16 @@ use crate::domain::scope::ScopeSet;
 
 #[cfg(test)]
 pub mod conformance;
+#[cfg(test)]
+mod conformance_org_data;
+pub mod org_data;
 mod postgres;
 mod sqlite;
 pub mod types;
+
+pub use org_data::{
+    Member, MemberChange, MemberQuery, NewMember, OrgEventQuery, OrgEventRecord, UserRecord,
+};
 
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
@@ -302,10 +309,76 @@ pub trait EventStore: Send + Sync {
     ) -> StoreResult<Vec<crate::domain::event::OrgEvent>>;
 }
 
-/// The whole storage interface.
-pub trait Store: SystemStore + OrgStore + ChannelStore + KeyStore + EventStore {}
+/// Users, their memberships of organizations, roles and permission overrides.
+///
+/// Members are addressed by organization and case-folded e-mail address
+/// (`Email::normalized`). Changes run in one transaction with their effects; a change that
+/// changes nothing still calls `effects` (with equal `before` and `after`), and writes
+/// whatever it returns.
+#[async_trait]
+pub trait UserStore: Send + Sync {
+    /// Adds a member, creating the user when no user has the address (in any case). An existing
+    /// user's name is replaced when `new.name` is given. A user who is a member already is
+    /// `Conflict`.
+    async fn add_member(
+        &self,
+        new: NewMember,
+        effects: EffectsFn<'_, Member>,
+    ) -> StoreResult<Member>;
+    async fn get_member(&self, org_id: i64, email_normalized: &str) -> StoreResult<Member>;
+    /// A page of the organization's members, oldest membership first.
+    async fn list_members(&self, org_id: i64, query: &MemberQuery) -> StoreResult<Vec<Member>>;
+    async fn set_member_role(
+        &self,
+        org_id: i64,
+        email_normalized: &str,
+        role: crate::domain::permission::Role,
+        now: Timestamp,
+        effects: EffectsFn<'_, MemberChange>,
+    ) -> StoreResult<MemberChange>;
+    /// Grants or revokes one permission for a membership, or (`None`) removes its override.
+    async fn set_member_permission(
+        &self,
+        org_id: i64,
+        email_normalized: &str,
+        permission: crate::domain::permission::Permission,
+        effect: Option<crate::domain::permission::OverrideEffect>,
+        now: Timestamp,
+        effects: EffectsFn<'_, MemberChange>,
+    ) -> StoreResult<MemberChange>;
+    /// Removes a membership and its overrides; a user left without any membership is deleted
+    /// (no personal data is kept for nothing). Returns the membership as it was.
+    async fn remove_member(
+        &self,
+        org_id: i64,
+        email_normalized: &str,
+        effects: EffectsFn<'_, Member>,
+    ) -> StoreResult<Member>;
+}
 
-impl<T> Store for T where T: SystemStore + OrgStore + ChannelStore + KeyStore + EventStore {}
+/// Reading the organization log (it is written through `Effects`).
+#[async_trait]
+pub trait OrgLogStore: Send + Sync {
+    /// A page of the organization's log, newest first, filtered.
+    async fn query_org_events(
+        &self,
+        org_id: i64,
+        query: &OrgEventQuery,
+    ) -> StoreResult<Vec<OrgEventRecord>>;
+    /// One entry of the organization's log.
+    async fn get_org_event(&self, org_id: i64, uuid: Uuid) -> StoreResult<OrgEventRecord>;
+}
+
+/// The whole storage interface.
+pub trait Store:
+    SystemStore + OrgStore + ChannelStore + KeyStore + EventStore + UserStore + OrgLogStore
+{
+}
+
+impl<T> Store for T where
+    T: SystemStore + OrgStore + ChannelStore + KeyStore + EventStore + UserStore + OrgLogStore
+{
+}
 
 pub type SharedStore = Arc<dyn Store>;
 

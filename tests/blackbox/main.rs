@@ -5,4 +5,5 @@ mod faults;
 mod support;
 
 mod foundation;
+mod org_data;
 mod reliability;

@@ -8,8 +8,10 @@
 mod channels;
 mod events;
 mod keys;
+mod org_log;
 mod orgs;
 mod system;
+mod users;
 
 #[allow(unused_imports)]
 pub(super) use super::{Backend, Db, dialect};
