@@ -2,8 +2,12 @@
 
 pub mod api_key;
 pub mod channel;
+pub mod channel_selection;
+pub mod contact;
 pub mod event;
+pub mod message;
 pub mod organization;
+pub mod phone;
 pub mod scope;
 pub mod time;
 pub mod validation;
