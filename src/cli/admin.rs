@@ -38,6 +38,12 @@ pub enum AdminCommand {
     /// API keys: create (shown once), list, revoke, rotate, import legacy keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Contacts of an organization.
+    #[command(subcommand)]
+    Contact(super::admin_messaging::ContactCommand),
+    /// The sandbox channel's provider side: inbound messages and status changes.
+    #[command(subcommand)]
+    Sandbox(super::admin_messaging::SandboxCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -193,6 +199,8 @@ async fn execute(rt: &Runtime, command: AdminCommand) -> Result<Output, OpError>
         AdminCommand::Org(c) => org(rt, c).await,
         AdminCommand::Channel(c) => channel(rt, c).await,
         AdminCommand::Key(c) => key(rt, c).await,
+        AdminCommand::Contact(c) => super::admin_messaging::contact(rt, c).await,
+        AdminCommand::Sandbox(c) => super::admin_messaging::sandbox(rt, c).await,
     }
 }
 

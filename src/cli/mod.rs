@@ -1,6 +1,7 @@
 //! The `switchboard` command line.
 
 pub mod admin;
+pub mod admin_messaging;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -108,6 +108,21 @@ impl Phone {
         Ok(Phone(e164))
     }
 
+    /// A number a provider asserts (WhatsApp's `wa_id`: digits with country code). It is
+    /// parsed like any input; when the metadata does not (yet) know the number but it has the
+    /// shape of one (7 to 15 digits, no leading 0), it is kept as `+digits` rather than losing
+    /// the customer's message.
+    pub fn from_provider_id(id: &str) -> Option<Phone> {
+        if let Ok(p) = Phone::parse(id) {
+            return Some(p);
+        }
+        let digits = id.trim().trim_start_matches('+');
+        let shaped = (MIN_DIGITS..=MAX_DIGITS).contains(&digits.len())
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && !digits.starts_with('0');
+        shaped.then(|| Phone(format!("+{digits}")))
+    }
+
     /// The E.164 form, with `+`.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -195,5 +210,20 @@ mod tests {
         // Right length, but not a valid number in its country.
         assert_eq!(Phone::parse("+1 000 000 0000"), Err(PhoneError::Invalid));
         assert!(Phone::parse("+١٢٣٤٥٦٧٨٩٠").is_err(), "non-ASCII digits");
+    }
+
+    #[test]
+    fn provider_ids_are_kept_when_shaped_like_numbers() {
+        assert_eq!(
+            Phone::from_provider_id("4915123456789").unwrap().as_str(),
+            "+4915123456789"
+        );
+        assert_eq!(
+            Phone::from_provider_id("10000000000").unwrap().as_str(),
+            "+10000000000"
+        );
+        assert_eq!(Phone::from_provider_id("0123456789"), None);
+        assert_eq!(Phone::from_provider_id("abc"), None);
+        assert_eq!(Phone::from_provider_id("123"), None);
     }
 }

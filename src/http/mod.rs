@@ -7,7 +7,10 @@ pub mod auth;
 pub mod channels;
 pub mod error;
 pub mod health;
+pub mod idempotency;
+pub mod inbound;
 pub mod json;
+pub mod messages;
 pub mod observe;
 pub mod openapi;
 pub mod pagination;
@@ -31,6 +34,7 @@ pub use state::{AppInner, AppState};
 fn authenticated_routes(state: &AppState) -> Router<AppState> {
     Router::new()
         .merge(channels::router())
+        .merge(messages::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
@@ -42,6 +46,7 @@ pub fn router(state: AppState) -> Router {
     let routes = Router::new()
         .merge(authenticated_routes(&state))
         .merge(health::router())
+        .merge(inbound::router())
         .merge(openapi::router());
     with_common_layers(routes).with_state(state)
 }

@@ -24,6 +24,8 @@ use super::state::AppState;
     components(schemas(ErrorBody, ErrorObject, crate::domain::FieldError, crate::domain::channel::ChannelIdentity)),
     tags(
         (name = "channels", description = "Messaging channels."),
+        (name = "messages", description = "Sending messages (text, interactive, media, templates; Idempotency-Key required) and message history."),
+        (name = "inbound", description = "Provider callbacks (WhatsApp Cloud API webhooks, Telegram updates); public, verified by the provider's signature or secret."),
         (name = "operations", description = "Health, readiness, metrics and this document.")
     )
 )]
@@ -34,6 +36,8 @@ pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = BaseApi::openapi();
     for part in [
         super::channels::ChannelsApi::openapi(),
+        super::messages::MessagesApi::openapi(),
+        super::inbound::InboundApi::openapi(),
         super::health::HealthApi::openapi(),
         OpenApiDocApi::openapi(),
     ] {

@@ -92,7 +92,7 @@ pub struct Recorded {
 }
 
 /// Who an inbound message is from.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum InboundSender {
     /// A phone number (WhatsApp's `wa_id`, the sandbox's `--from`).
     Phone(Phone),
@@ -143,7 +143,7 @@ pub struct ProviderBatch {
 /// The outcome of one inbound message.
 #[derive(Clone, Debug)]
 pub enum InboundOutcome {
-    Stored(Recorded),
+    Stored(Box<Recorded>),
     /// Already stored (same provider id on the channel): nothing changed.
     Duplicate {
         provider_message_id: String,

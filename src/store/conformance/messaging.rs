@@ -479,7 +479,7 @@ async fn provider_batches_deduplicate_and_move_statuses_forward(s: SharedStore) 
         .messages
         .iter()
         .filter_map(|o| match o {
-            InboundOutcome::Stored(r) => Some(r),
+            InboundOutcome::Stored(r) => Some(&**r),
             InboundOutcome::Duplicate { .. } => None,
         })
         .collect();
