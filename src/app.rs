@@ -96,6 +96,15 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         );
     }
     let rt = Runtime::open(config).await?;
+    if rt.config.idempotency_lease <= rt.config.provider_timeout {
+        tracing::warn!(
+            "{} ({:?}) is not longer than {} ({:?}): a send slower than the lease can be taken over by a retry with the same Idempotency-Key, and the provider then gets the message twice",
+            env_name("idempotency_lease"),
+            rt.config.idempotency_lease,
+            env_name("provider_timeout"),
+            rt.config.provider_timeout
+        );
+    }
     let listener = TcpListener::bind(&rt.config.listen)
         .await
         .with_context(|| {
@@ -127,6 +136,8 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
     if demo {
         seed_demo(&rt, addr).await?;
     }
+    // Phone-number metadata loads lazily and slowly: load it now, off the request path.
+    tokio::task::spawn_blocking(crate::domain::phone::Phone::warm_up);
 
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();

@@ -102,8 +102,7 @@ pub async fn sandbox(rt: &Runtime, command: SandboxCommand) -> Result<Output, Op
         } => {
             let at = at
                 .map(|s| {
-                    Timestamp::parse_rfc3339(&s)
-                        .map_err(|e| OpError::Invalid(format!("--at: {e}")))
+                    Timestamp::parse_rfc3339(&s).map_err(|e| OpError::Invalid(format!("--at: {e}")))
                 })
                 .transpose()?;
             let m = ops::messages::sandbox_inbound(

@@ -123,6 +123,19 @@ impl Phone {
         shaped.then(|| Phone(format!("+{digits}")))
     }
 
+    /// Loads the phone-number metadata (about a second in debug builds, much less in release),
+    /// so that the first request that parses a number does not pay for it.
+    pub fn warm_up() {
+        for n in [
+            "+4915123456789",
+            "+14155552671",
+            "+5511987654321",
+            "+447911123456",
+        ] {
+            let _ = Phone::parse(n);
+        }
+    }
+
     /// The E.164 form, with `+`.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -137,10 +137,12 @@ where
     let span = tracing::Span::current();
     match tokio::spawn(request_id::scope(id.clone(), work.instrument(span))).await {
         Ok(r) => r,
-        Err(e) => request_id::scope(id, async move {
-            ApiError::internal(format!("the request's task failed: {e}")).into_response()
-        })
-        .await,
+        Err(e) => {
+            request_id::scope(id, async move {
+                ApiError::internal(format!("the request's task failed: {e}")).into_response()
+            })
+            .await
+        }
     }
 }
 
@@ -232,7 +234,9 @@ where
     };
     match state.store.complete_idempotency(token, stored).await {
         Ok(true) => {}
-        Ok(false) => tracing::warn!("the idempotency claim was taken over before its response was stored"),
+        Ok(false) => {
+            tracing::warn!("the idempotency claim was taken over before its response was stored")
+        }
         Err(e) => tracing::warn!(error = %e, "could not store the idempotent response"),
     }
     Response::from_parts(parts, Body::from(bytes))
@@ -265,7 +269,10 @@ mod tests {
             Some(IdempotencyKey("sf-string".into()))
         );
         assert_eq!(read_key(&HeaderMap::new(), false).unwrap(), None);
-        assert_eq!(code(read_key(&HeaderMap::new(), true)), "idempotency_key_missing");
+        assert_eq!(
+            code(read_key(&HeaderMap::new(), true)),
+            "idempotency_key_missing"
+        );
         let long = "k".repeat(121);
         for bad in [
             b"".as_slice(),

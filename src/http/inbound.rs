@@ -79,9 +79,9 @@ fn inbound_error(e: InboundError) -> ApiError {
         InboundError::Forbidden(why) => {
             ApiError::forbidden(format!("The verification request was refused: {why}."))
         }
-        InboundError::Malformed(why) => {
-            ApiError::malformed_json(format!("The callback is not in the provider's format: {why}."))
-        }
+        InboundError::Malformed(why) => ApiError::malformed_json(format!(
+            "The callback is not in the provider's format: {why}."
+        )),
         InboundError::NotSupported => ApiError::not_found("A provider callback for this channel"),
     }
 }

@@ -162,7 +162,10 @@ fn addressing(
     }
 }
 
-fn merge(errors: &mut ValidationErrors, result: Result<Content, ValidationErrors>) -> Option<Content> {
+fn merge(
+    errors: &mut ValidationErrors,
+    result: Result<Content, ValidationErrors>,
+) -> Option<Content> {
     match result {
         Ok(c) => Some(c),
         Err(e) => {
@@ -195,7 +198,12 @@ fn rejected(recorded: &Recorded, error: &ProviderError) -> ApiError {
             code,
             message,
             details,
-        } => (Some(*http_status), code.clone(), message.clone(), details.clone()),
+        } => (
+            Some(*http_status),
+            code.clone(),
+            message.clone(),
+            details.clone(),
+        ),
         other => (None, None, format!("{other:?}"), Value::Null),
     };
     ApiError::unprocessable(
@@ -255,9 +263,10 @@ pub fn send_error(e: SendError) -> ApiError {
         }
         SendError::ChannelUnusable {
             channel_id,
+            reason,
             message,
         } => ApiError::unprocessable("invalid_channel", message).with_details(json!({
-            "reason": "unsupported",
+            "reason": reason,
             "channel_ids": [channel_id],
         })),
         SendError::ConversationRequired => ApiError::unprocessable(
@@ -546,7 +555,15 @@ pub async fn send_template(
     headers: HeaderMap,
     RawJson(body): RawJson,
 ) -> Response {
-    send_frame(state, principal, headers, body, TEMPLATE_PATH, template_request).await
+    send_frame(
+        state,
+        principal,
+        headers,
+        body,
+        TEMPLATE_PATH,
+        template_request,
+    )
+    .await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -571,10 +588,8 @@ fn bad(param: &str, message: impl Into<String>) -> ApiError {
 }
 
 fn uuid_param(param: &str, v: Option<&str>) -> ApiResult<Option<Uuid>> {
-    v.map(|s| {
-        Uuid::parse_str(s.trim()).map_err(|_| bad(param, format!("{param} must be a UUID.")))
-    })
-    .transpose()
+    v.map(|s| Uuid::parse_str(s.trim()).map_err(|_| bad(param, format!("{param} must be a UUID."))))
+        .transpose()
 }
 
 fn time_param(param: &str, v: Option<&str>) -> ApiResult<Option<Timestamp>> {
@@ -667,7 +682,10 @@ pub async fn list_messages(
         }
         (None, Some(slug)) => {
             if slug.trim().is_empty() || slug.len() > MAX_SLUG_INPUT {
-                return Err(bad("channel_slug", "channel_slug must be 1 to 200 characters."));
+                return Err(bad(
+                    "channel_slug",
+                    "channel_slug must be 1 to 200 characters.",
+                ));
             }
             let channels = state.store.list_channels(principal.org_id).await?;
             match match_slug(&channels, slug).as_slice() {
@@ -690,7 +708,11 @@ pub async fn list_messages(
         }
     }
     if let Some(uuid) = uuid_param("conversation_uuid", q.conversation_uuid.as_deref())? {
-        match state.store.find_conversation(principal.org_id, uuid).await? {
+        match state
+            .store
+            .find_conversation(principal.org_id, uuid)
+            .await?
+        {
             Some(c) => filter.conversation_id = Some(c.id),
             None => return empty(),
         }
@@ -712,10 +734,7 @@ pub async fn list_messages(
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route(
-            MESSAGES_PATH,
-            get(list_messages).post(send_message),
-        )
+        .route(MESSAGES_PATH, get(list_messages).post(send_message))
         .route(MEDIA_PATH, axum::routing::post(send_media))
         .route(TEMPLATE_PATH, axum::routing::post(send_template))
 }

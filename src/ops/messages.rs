@@ -24,17 +24,15 @@ use crate::domain::contact::{
     validate_contact_name,
 };
 use crate::domain::event::{Effects, NewEvent};
-use crate::domain::message::{
-    Content, Direction, MessageStatus, MessageType, MAX_TEXT_CHARS,
-};
+use crate::domain::message::{Content, Direction, MAX_TEXT_CHARS, MessageStatus, MessageType};
 use crate::domain::phone::Phone;
 use crate::domain::{Timestamp, ValidationErrors};
 use crate::providers::{ParsedCallback, Provider, ProviderError, ProviderHub};
 use crate::store::{
     BatchChange, BatchOutcome, ClaimToken, ConversationPolicy, IdempotencyCompletion,
-    InboundOutcome, InboundSender, MessageRecord, MessageRef, NewContact, NewInbound,
-    NewOutbound, NewStatus, ProviderBatch, RecipientRef, Recorded, StatusOutcome, Store,
-    StoreError, StoredResponse,
+    InboundOutcome, InboundSender, MessageRecord, MessageRef, NewContact, NewInbound, NewOutbound,
+    NewStatus, ProviderBatch, RecipientRef, Recorded, StatusOutcome, Store, StoreError,
+    StoredResponse,
 };
 
 use super::{OpError, OpResult};
@@ -277,8 +275,13 @@ pub enum SendError {
     Validation(ValidationErrors),
     /// 422 `channel_conflict`, `no_default_channel` or `invalid_channel`.
     Channel(SelectionError),
-    /// 422 `invalid_channel`: the channel cannot do this (not configured, type unsupported).
-    ChannelUnusable { channel_id: i64, message: String },
+    /// 422 `invalid_channel`: the channel cannot do this; `reason` is `not_configured` (its
+    /// provider settings lack what this needs) or `unsupported` (its type cannot).
+    ChannelUnusable {
+        channel_id: i64,
+        reason: &'static str,
+        message: String,
+    },
     /// 422 `conversation_required`.
     ConversationRequired,
     /// 422 `outside_service_window`.
@@ -372,6 +375,7 @@ pub async fn send(
     if !provider.supports(message_type) {
         return Err(SendError::ChannelUnusable {
             channel_id: channel.id,
+            reason: "unsupported",
             message: format!(
                 "{} channels cannot send {} messages.",
                 channel.channel_type, message_type
@@ -471,14 +475,30 @@ pub async fn send(
     // The provider call: no transaction is open.
     let outcome = provider.send(&recipient, &input.content).await;
     let (status, provider_message_id, error) = match &outcome {
-        Ok(accepted) => (accepted.status, Some(accepted.provider_message_id.clone()), None),
-        Err(e @ ProviderError::Rejected { .. }) => {
-            (MessageStatus::Failed, None, Some(e.to_json(channel.channel_type)))
+        Ok(accepted) => (
+            accepted.status,
+            Some(accepted.provider_message_id.clone()),
+            None,
+        ),
+        Err(e @ ProviderError::Rejected { .. }) => (
+            MessageStatus::Failed,
+            None,
+            Some(e.to_json(channel.channel_type)),
+        ),
+        Err(ProviderError::Unavailable(m)) => {
+            return Err(SendError::ProviderUnavailable(m.clone()));
         }
-        Err(ProviderError::Unavailable(m)) => return Err(SendError::ProviderUnavailable(m.clone())),
-        Err(ProviderError::NotConfigured(m) | ProviderError::Unsupported(m)) => {
+        Err(ProviderError::NotConfigured(m)) => {
             return Err(SendError::ChannelUnusable {
                 channel_id: channel.id,
+                reason: "not_configured",
+                message: m.clone(),
+            });
+        }
+        Err(ProviderError::Unsupported(m)) => {
+            return Err(SendError::ChannelUnusable {
+                channel_id: channel.id,
+                reason: "unsupported",
                 message: m.clone(),
             });
         }
@@ -517,7 +537,11 @@ pub async fn send(
     });
     let recorded = ctx
         .store
-        .record_outbound(new, completion, Box::new(|r| recorded_effects(r, "message.sent")))
+        .record_outbound(
+            new,
+            completion,
+            Box::new(|r| recorded_effects(r, "message.sent")),
+        )
         .await
         .map_err(|e| match e {
             StoreError::Conflict(_) => SendError::LostClaim,

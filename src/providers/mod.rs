@@ -78,7 +78,9 @@ impl ProviderError {
                 "provider_code": code,
                 "provider_details": details,
             }),
-            ProviderError::Unavailable(m) => json!({"code": "provider_unavailable", "message": m, "provider": provider}),
+            ProviderError::Unavailable(m) => {
+                json!({"code": "provider_unavailable", "message": m, "provider": provider})
+            }
             ProviderError::NotConfigured(m) | ProviderError::Unsupported(m) => {
                 json!({"code": "invalid_channel", "message": m, "provider": provider})
             }
@@ -228,7 +230,12 @@ pub fn check_config(channel_type: ChannelType, config: &Value) -> Result<(), Str
     };
     match channel_type {
         ChannelType::WhatsappCloud => {
-            for key in ["phone_number_id", "access_token", "app_secret", "verify_token"] {
+            for key in [
+                "phone_number_id",
+                "access_token",
+                "app_secret",
+                "verify_token",
+            ] {
                 text(key)?;
             }
             base_url("api_base_url")?;
@@ -236,12 +243,17 @@ pub fn check_config(channel_type: ChannelType, config: &Value) -> Result<(), Str
         ChannelType::Telegram => {
             if let Some(token) = text("bot_token")? {
                 if !telegram::token_looks_valid(&token) {
-                    return Err("`bot_token` must look like 123456:ABC-... (from @BotFather)".into());
+                    return Err(
+                        "`bot_token` must look like 123456:ABC-... (from @BotFather)".into(),
+                    );
                 }
             }
             if let Some(secret) = text("secret_token")? {
                 if !telegram::secret_token_valid(&secret) {
-                    return Err("`secret_token` must be 1 to 256 characters of A-Z, a-z, 0-9, '_' and '-'".into());
+                    return Err(
+                        "`secret_token` must be 1 to 256 characters of A-Z, a-z, 0-9, '_' and '-'"
+                            .into(),
+                    );
                 }
             }
             base_url("api_base_url")?;
@@ -350,7 +362,10 @@ mod tests {
         let wa = ChannelType::WhatsappCloud;
         assert!(check_config(wa, &json!({"phone_number_id": "1", "access_token": "x"})).is_ok());
         assert!(check_config(wa, &json!({"phone_number_id": 1098765})).is_ok());
-        assert!(check_config(wa, &json!({})).is_ok(), "settings may come later");
+        assert!(
+            check_config(wa, &json!({})).is_ok(),
+            "settings may come later"
+        );
         assert!(check_config(wa, &json!({"access_token": 5})).is_err());
         assert!(check_config(wa, &json!({"access_token": ""})).is_err());
         assert!(check_config(wa, &json!({"api_base_url": "graph.facebook.com"})).is_err());

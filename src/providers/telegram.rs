@@ -103,7 +103,8 @@ impl Telegram {
             .api_base_url
             .as_deref()
             .unwrap_or(DEFAULT_API_BASE_URL);
-        let bad = || ProviderError::NotConfigured("The channel's api_base_url is not a URL.".into());
+        let bad =
+            || ProviderError::NotConfigured("The channel's api_base_url is not a URL.".into());
         let mut url = url::Url::parse(base).map_err(|_| bad())?;
         url.path_segments_mut()
             .map_err(|_| bad())?
@@ -191,10 +192,18 @@ pub fn request(chat_id: &str, content: &Content) -> Result<(&'static str, Value)
 }
 
 /// Classifies a Bot API answer.
-pub fn read_send_answer(chat_id: &str, status: u16, body: &[u8]) -> Result<Accepted, ProviderError> {
+pub fn read_send_answer(
+    chat_id: &str,
+    status: u16,
+    body: &[u8],
+) -> Result<Accepted, ProviderError> {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     if (200..300).contains(&status) {
-        let ok = parsed.as_ref().and_then(|v| v.get("ok")).and_then(Value::as_bool) == Some(true);
+        let ok = parsed
+            .as_ref()
+            .and_then(|v| v.get("ok"))
+            .and_then(Value::as_bool)
+            == Some(true);
         let message_id = parsed
             .as_ref()
             .and_then(|v| v.pointer("/result/message_id"))
@@ -240,7 +249,10 @@ impl Provider for Telegram {
     fn check_content(&self, content: &Content) -> ValidationErrors {
         let mut errors = ValidationErrors::new();
         if let Content::Interactive(v) = content {
-            let too_long = |id: &Value| id.as_str().is_some_and(|s| s.len() > MAX_CALLBACK_DATA_BYTES);
+            let too_long = |id: &Value| {
+                id.as_str()
+                    .is_some_and(|s| s.len() > MAX_CALLBACK_DATA_BYTES)
+            };
             for (i, b) in v
                 .pointer("/action/buttons")
                 .and_then(Value::as_array)
@@ -408,7 +420,9 @@ pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
     let update: Value = serde_json::from_slice(body)
         .map_err(|_| InboundError::Malformed("the body is not JSON".into()))?;
     if !update.is_object() {
-        return Err(InboundError::Malformed("the body is not a JSON object".into()));
+        return Err(InboundError::Malformed(
+            "the body is not a JSON object".into(),
+        ));
     }
     let mut out = ParsedCallback::default();
     if let Some(m) = update.get("message") {
@@ -430,7 +444,8 @@ pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
             _ => out.skipped += 1,
         }
     } else if let Some(q) = update.get("callback_query") {
-        let chat_id = id_text(q.pointer("/message/chat/id")).or_else(|| id_text(q.pointer("/from/id")));
+        let chat_id =
+            id_text(q.pointer("/message/chat/id")).or_else(|| id_text(q.pointer("/from/id")));
         let query_id = id_text(q.get("id"));
         match (chat_id, query_id) {
             (Some(chat_id), Some(query_id)) => {
@@ -461,7 +476,9 @@ mod tests {
 
     #[test]
     fn tokens_and_secrets() {
-        assert!(token_looks_valid("123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"));
+        assert!(token_looks_valid(
+            "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
+        ));
         assert!(!token_looks_valid("AAH:123"));
         assert!(!token_looks_valid("123456789"));
         assert!(secret_token_valid("abc-DEF_123"));
@@ -499,9 +516,11 @@ mod tests {
         );
         let (m, b) = request(
             "42",
-            &Content::Interactive(json!({"type": "button", "body": {"text": "Pick"}, "footer": {"text": "f"},
+            &Content::Interactive(
+                json!({"type": "button", "body": {"text": "Pick"}, "footer": {"text": "f"},
                 "action": {"buttons": [{"type": "reply", "reply": {"id": "y", "title": "Yes"}},
-                                       {"type": "reply", "reply": {"id": "n", "title": "No"}}]}})),
+                                       {"type": "reply", "reply": {"id": "n", "title": "No"}}]}}),
+            ),
         )
         .unwrap();
         assert_eq!(m, "sendMessage");
@@ -512,8 +531,10 @@ mod tests {
         );
         let (_, b) = request(
             "42",
-            &Content::Interactive(json!({"type": "list", "body": {"text": "Pick"}, "action": {"button": "Menu",
-                "sections": [{"rows": [{"id": "a", "title": "A"}, {"id": "b", "title": "B"}]}]}})),
+            &Content::Interactive(
+                json!({"type": "list", "body": {"text": "Pick"}, "action": {"button": "Menu",
+                "sections": [{"rows": [{"id": "a", "title": "A"}, {"id": "b", "title": "B"}]}]}}),
+            ),
         )
         .unwrap();
         assert_eq!(
@@ -524,8 +545,12 @@ mod tests {
 
     #[test]
     fn answers_are_classified() {
-        let ok = read_send_answer("42", 200, br#"{"ok":true,"result":{"message_id":7,"chat":{"id":42}}}"#)
-            .unwrap();
+        let ok = read_send_answer(
+            "42",
+            200,
+            br#"{"ok":true,"result":{"message_id":7,"chat":{"id":42}}}"#,
+        )
+        .unwrap();
         assert_eq!(ok.provider_message_id, "42:7");
         assert!(matches!(
             read_send_answer("42", 200, b"{\"ok\":true}"),
@@ -536,7 +561,11 @@ mod tests {
             Err(ProviderError::Unavailable(_))
         ));
         assert!(matches!(
-            read_send_answer("42", 429, br#"{"ok":false,"error_code":429,"parameters":{"retry_after":3}}"#),
+            read_send_answer(
+                "42",
+                429,
+                br#"{"ok":false,"error_code":429,"parameters":{"retry_after":3}}"#
+            ),
             Err(ProviderError::Unavailable(_))
         ));
         match read_send_answer(

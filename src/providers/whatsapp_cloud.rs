@@ -26,7 +26,9 @@ use super::{
 };
 use crate::domain::channel::ChannelType;
 use crate::domain::contact::{Contact, clean_profile_name};
-use crate::domain::message::{Content, MediaType, MessageStatus, MessageType, parse_reported_status};
+use crate::domain::message::{
+    Content, MediaType, MessageStatus, MessageType, parse_reported_status,
+};
 use crate::domain::phone::Phone;
 use crate::store::InboundSender;
 
@@ -112,7 +114,10 @@ pub fn payload(to_digits: &str, content: &Content) -> Value {
         "to": to_digits,
     });
     match content {
-        Content::Text { body: text, preview_url } => {
+        Content::Text {
+            body: text,
+            preview_url,
+        } => {
             body["type"] = json!("text");
             body["text"] = json!({ "body": text, "preview_url": preview_url });
         }
@@ -183,12 +188,21 @@ pub fn read_send_answer(status: u16, body: &[u8]) -> Result<Accepted, ProviderEr
             .map(|s| s.chars().take(1000).collect::<String>())
     };
     let mut details = Map::new();
-    for key in ["type", "error_subcode", "fbtrace_id", "error_user_title", "error_user_msg"] {
+    for key in [
+        "type",
+        "error_subcode",
+        "fbtrace_id",
+        "error_user_title",
+        "error_user_msg",
+    ] {
         if let Some(v) = error.and_then(|e| e.get(key)) {
             details.insert(key.into(), v.clone());
         }
     }
-    if let Some(d) = error.and_then(|e| e.get("error_data")).and_then(|d| d.get("details")) {
+    if let Some(d) = error
+        .and_then(|e| e.get("error_data"))
+        .and_then(|d| d.get("details"))
+    {
         details.insert("details".into(), d.clone());
     }
     let mut details = Value::Object(details);
@@ -229,9 +243,10 @@ impl Provider for WhatsappCloud {
                     .into(),
             ));
         };
-        let phone = to.phone.as_ref().ok_or_else(|| {
-            ProviderError::Unsupported("The contact has no phone number.".into())
-        })?;
+        let phone = to
+            .phone
+            .as_ref()
+            .ok_or_else(|| ProviderError::Unsupported("The contact has no phone number.".into()))?;
         let url = self.messages_url(phone_number_id)?;
         let resp = self
             .http
@@ -257,7 +272,10 @@ impl Provider for WhatsappCloud {
         if query.get("hub.mode").map(String::as_str) != Some("subscribe") {
             return Err(InboundError::Forbidden("hub.mode must be subscribe"));
         }
-        let given = query.get("hub.verify_token").map(String::as_str).unwrap_or("");
+        let given = query
+            .get("hub.verify_token")
+            .map(String::as_str)
+            .unwrap_or("");
         if !secrets_equal(given.as_bytes(), expected.as_bytes()) {
             return Err(InboundError::Forbidden("hub.verify_token does not match"));
         }
@@ -282,7 +300,11 @@ impl Provider for WhatsappCloud {
 }
 
 /// Checks `X-Hub-Signature-256: sha256=<hex>` over the raw body, in constant time.
-pub fn verify_signature(secret: &str, headers: &HeaderMap, body: &[u8]) -> Result<(), InboundError> {
+pub fn verify_signature(
+    secret: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), InboundError> {
     let header = headers
         .get("x-hub-signature-256")
         .and_then(|v| v.to_str().ok())
@@ -290,7 +312,9 @@ pub fn verify_signature(secret: &str, headers: &HeaderMap, body: &[u8]) -> Resul
     let hex_sig = header
         .trim()
         .strip_prefix("sha256=")
-        .ok_or(InboundError::Unauthorized("X-Hub-Signature-256 is not sha256=<hex>"))?;
+        .ok_or(InboundError::Unauthorized(
+            "X-Hub-Signature-256 is not sha256=<hex>",
+        ))?;
     let given = hex::decode(hex_sig)
         .map_err(|_| InboundError::Unauthorized("X-Hub-Signature-256 is not sha256=<hex>"))?;
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
@@ -343,16 +367,27 @@ fn inbound_content(m: &Map<String, Value>) -> (MessageType, Value) {
 
 /// Reads a WhatsApp Cloud API webhook body. Changes for another phone number id than
 /// `phone_number_id` (when configured) are skipped.
-pub fn parse_callback(phone_number_id: Option<&str>, body: &[u8]) -> Result<ParsedCallback, InboundError> {
+pub fn parse_callback(
+    phone_number_id: Option<&str>,
+    body: &[u8],
+) -> Result<ParsedCallback, InboundError> {
     let root: Value = serde_json::from_slice(body)
         .map_err(|_| InboundError::Malformed("the body is not JSON".into()))?;
     let root = root
         .as_object()
         .ok_or_else(|| InboundError::Malformed("the body is not a JSON object".into()))?;
     let mut out = ParsedCallback::default();
-    let entries = root.get("entry").and_then(Value::as_array).cloned().unwrap_or_default();
+    let entries = root
+        .get("entry")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     for entry in &entries {
-        let changes = entry.get("changes").and_then(Value::as_array).cloned().unwrap_or_default();
+        let changes = entry
+            .get("changes")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         for change in &changes {
             if change.get("field").and_then(Value::as_str) != Some("messages") {
                 out.skipped += 1;
@@ -389,13 +424,21 @@ pub fn parse_callback(phone_number_id: Option<&str>, body: &[u8]) -> Result<Pars
                         .collect()
                 })
                 .unwrap_or_default();
-            for m in value.get("messages").and_then(Value::as_array).into_iter().flatten() {
+            for m in value
+                .get("messages")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let Some(m) = m.as_object() else {
                     out.skipped += 1;
                     continue;
                 };
                 let from = m.get("from").and_then(Value::as_str);
-                let id = m.get("id").and_then(Value::as_str).filter(|id| !id.is_empty() && id.len() <= 512);
+                let id = m
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|id| !id.is_empty() && id.len() <= 512);
                 let (Some(from), Some(id)) = (from, id) else {
                     out.skipped += 1;
                     continue;
@@ -418,9 +461,20 @@ pub fn parse_callback(phone_number_id: Option<&str>, body: &[u8]) -> Result<Pars
                     sent_at: unix_seconds(m.get("timestamp")),
                 });
             }
-            for s in value.get("statuses").and_then(Value::as_array).into_iter().flatten() {
-                let id = s.get("id").and_then(Value::as_str).filter(|id| !id.is_empty() && id.len() <= 512);
-                let status = s.get("status").and_then(Value::as_str).and_then(parse_reported_status);
+            for s in value
+                .get("statuses")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let id = s
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|id| !id.is_empty() && id.len() <= 512);
+                let status = s
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .and_then(parse_reported_status);
                 let (Some(id), Some(status)) = (id, status) else {
                     out.skipped += 1;
                     continue;
@@ -534,7 +588,10 @@ mod tests {
             Err(ProviderError::Unavailable(_))
         ));
         assert!(matches!(
-            read_send_answer(400, br#"{"error":{"code":130429,"message":"Rate limit hit"}}"#),
+            read_send_answer(
+                400,
+                br#"{"error":{"code":130429,"message":"Rate limit hit"}}"#
+            ),
             Err(ProviderError::Unavailable(_))
         ));
         let rejected = read_send_answer(
@@ -560,7 +617,11 @@ mod tests {
         }
         assert!(matches!(
             read_send_answer(401, b"not json"),
-            Err(ProviderError::Rejected { http_status: 401, code: None, .. })
+            Err(ProviderError::Rejected {
+                http_status: 401,
+                code: None,
+                ..
+            })
         ));
     }
 
@@ -650,11 +711,17 @@ mod tests {
         assert_eq!(err["provider_details"], "More than 24 hours have passed");
         // Without a configured phone number id, every number's changes are kept.
         assert_eq!(
-            parse_callback(None, body.to_string().as_bytes()).unwrap().messages.len(),
+            parse_callback(None, body.to_string().as_bytes())
+                .unwrap()
+                .messages
+                .len(),
             4
         );
         assert!(parse_callback(None, b"[1]").is_err());
         assert!(parse_callback(None, b"{").is_err());
-        assert_eq!(parse_callback(None, b"{}").unwrap(), ParsedCallback::default());
+        assert_eq!(
+            parse_callback(None, b"{}").unwrap(),
+            ParsedCallback::default()
+        );
     }
 }

@@ -357,8 +357,9 @@ pub trait MessageStore: Send + Sync {
 /// Idempotency records: one per credential and `Idempotency-Key`.
 #[async_trait]
 pub trait IdempotencyStore: Send + Sync {
-    /// Claims a key in a short transaction of its own (see [`ClaimOutcome`]). An expired record
-    /// counts as absent.
+    /// Claims a key in a short transaction of its own (see [`ClaimOutcome`]). A record expires
+    /// `retention` after its claim, but never while a claim holds it (not before the lease
+    /// ends); an expired record counts as absent.
     async fn claim_idempotency(&self, claim: IdempotencyClaim) -> StoreResult<ClaimOutcome>;
     /// Stores the response of a claim still owned; `false` when the claim was lost.
     async fn complete_idempotency(

@@ -3,4 +3,8 @@
 
 mod support;
 
+mod db_peek;
+mod fake_providers;
+
 mod foundation;
+mod messaging;

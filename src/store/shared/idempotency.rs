@@ -69,7 +69,8 @@ pub(crate) async fn complete_tx(
 impl IdempotencyStore for Backend {
     async fn claim_idempotency(&self, c: IdempotencyClaim) -> StoreResult<ClaimOutcome> {
         let locked_until = c.now.saturating_add(c.lease);
-        let expires_at = c.now.saturating_add(c.retention);
+        // A record never expires while its claim holds the key.
+        let expires_at = c.now.saturating_add(c.retention.max(c.lease));
         let mut tx = self.begin().await?;
         let inserted: Option<i64> = sqlx::query_scalar(
             "INSERT INTO idempotency_records (api_key_id, idempotency_key, method, path, fingerprint, state, owner,
@@ -109,7 +110,8 @@ impl IdempotencyStore for Backend {
             record_id: row.id,
             owner: c.owner,
         };
-        if row.expires_at <= c.now {
+        let lease_over = row.state == "completed" || row.locked_until.is_none_or(|t| t <= c.now);
+        if row.expires_at <= c.now && lease_over {
             // Expired and not purged yet: as good as absent. Start over in place.
             sqlx::query(
                 "UPDATE idempotency_records
@@ -142,10 +144,12 @@ impl IdempotencyStore for Backend {
         } else {
             // The claimant's lease expired (it crashed or is too slow): take the key over.
             sqlx::query(
-                "UPDATE idempotency_records SET owner = $1, locked_until = $2 WHERE id = $3 AND state = 'in_progress'",
+                "UPDATE idempotency_records SET owner = $1, locked_until = $2, expires_at = $3
+                 WHERE id = $4 AND state = 'in_progress'",
             )
             .bind(c.owner)
             .bind(locked_until)
+            .bind(row.expires_at.max(locked_until))
             .bind(row.id)
             .execute(&mut *tx)
             .await?;
@@ -203,7 +207,12 @@ impl IdempotencyStore for Backend {
         .await?;
         Ok(match row {
             None => IdempotencyState::Absent,
-            Some(r) if r.expires_at <= now => IdempotencyState::Absent,
+            Some(r)
+                if r.expires_at <= now
+                    && (r.state == "completed" || r.locked_until.is_none_or(|t| t <= now)) =>
+            {
+                IdempotencyState::Absent
+            }
             Some(r) if r.state == "completed" => IdempotencyState::Completed {
                 response: r.response()?,
                 fingerprint: r.fingerprint,
@@ -218,7 +227,9 @@ impl IdempotencyStore for Backend {
         let mut tx = self.begin().await?;
         let done = sqlx::query(
             "DELETE FROM idempotency_records WHERE id IN (
-                 SELECT id FROM idempotency_records WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2)",
+                 SELECT id FROM idempotency_records
+                 WHERE expires_at <= $1 AND (state = 'completed' OR locked_until IS NULL OR locked_until <= $1)
+                 ORDER BY expires_at LIMIT $2)",
         )
         .bind(now)
         .bind(batch)

@@ -652,7 +652,9 @@ impl MessageStore for Backend {
             };
             written |=
                 super::write_effects_tx(&mut tx, &effects(BatchChange::Inbound(&recorded))).await?;
-            outcome.messages.push(InboundOutcome::Stored(Box::new(recorded)));
+            outcome
+                .messages
+                .push(InboundOutcome::Stored(Box::new(recorded)));
         }
         for s in &batch.statuses {
             let found = match &s.message {
