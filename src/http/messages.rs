@@ -112,14 +112,15 @@ pub struct SendTemplateRequest {
 }
 
 /// The channel and recipient fields shared by the three sends.
-struct Addressing {
-    channel_id: Option<i64>,
-    channel_slug: Option<String>,
-    contact_uuid: Option<Uuid>,
-    phone: Option<Phone>,
+pub struct Addressing {
+    pub channel_id: Option<i64>,
+    pub channel_slug: Option<String>,
+    pub contact_uuid: Option<Uuid>,
+    pub phone: Option<Phone>,
 }
 
-fn addressing(
+/// Checks the channel and recipient fields of a send, adding field errors.
+pub fn addressing(
     errors: &mut ValidationErrors,
     channel_id: Option<i64>,
     channel_slug: Option<&str>,
@@ -368,13 +369,19 @@ where
     }
 }
 
-/// The idempotency and scope frame of the three sends.
-async fn send_frame<T, F>(
+/// The scope and idempotency frame of a send: `messages:write`, then `Idempotency-Key`
+/// (required on the v1 paths; legacy `/api/send*` routes pass `idempotency_required: false`
+/// and get the same rules when the header is present), then the send itself, whose result and
+/// completed idempotency record are written in one transaction. `prepare` turns the parsed
+/// body into the addressing and validated content ([`text_request`], [`media_request`],
+/// [`template_request`], or a legacy route's own).
+pub async fn send_frame<T, F>(
     state: AppState,
     principal: Principal,
     headers: HeaderMap,
     body: Bytes,
     path: &'static str,
+    idempotency_required: bool,
     prepare: F,
 ) -> Response
 where
@@ -384,7 +391,7 @@ where
     if let Err(e) = principal.require(Scope::MessagesWrite) {
         return e.into_response();
     }
-    let key: Option<IdempotencyKey> = match idempotency::read_key(&headers, true) {
+    let key: Option<IdempotencyKey> = match idempotency::read_key(&headers, idempotency_required) {
         Ok(k) => k,
         Err(e) => return e.into_response(),
     };
@@ -403,7 +410,7 @@ where
     .await
 }
 
-fn text_request(r: SendMessageRequest) -> Result<(Addressing, Content), ApiError> {
+pub fn text_request(r: SendMessageRequest) -> Result<(Addressing, Content), ApiError> {
     let mut errors = ValidationErrors::new();
     let addressing = addressing(
         &mut errors,
@@ -430,7 +437,7 @@ fn text_request(r: SendMessageRequest) -> Result<(Addressing, Content), ApiError
     }
 }
 
-fn media_request(r: SendMediaRequest) -> Result<(Addressing, Content), ApiError> {
+pub fn media_request(r: SendMediaRequest) -> Result<(Addressing, Content), ApiError> {
     let mut errors = ValidationErrors::new();
     let addressing = addressing(
         &mut errors,
@@ -454,7 +461,7 @@ fn media_request(r: SendMediaRequest) -> Result<(Addressing, Content), ApiError>
     }
 }
 
-fn template_request(r: SendTemplateRequest) -> Result<(Addressing, Content), ApiError> {
+pub fn template_request(r: SendTemplateRequest) -> Result<(Addressing, Content), ApiError> {
     if r.ensure_conversation == Some(true) {
         return conversation_initiation(r);
     }
@@ -505,7 +512,16 @@ pub async fn send_message(
     headers: HeaderMap,
     RawJson(body): RawJson,
 ) -> Response {
-    send_frame(state, principal, headers, body, MESSAGES_PATH, text_request).await
+    send_frame(
+        state,
+        principal,
+        headers,
+        body,
+        MESSAGES_PATH,
+        true,
+        text_request,
+    )
+    .await
 }
 
 /// Send media (document, image, audio, video or sticker) by URL.
@@ -530,7 +546,16 @@ pub async fn send_media(
     headers: HeaderMap,
     RawJson(body): RawJson,
 ) -> Response {
-    send_frame(state, principal, headers, body, MEDIA_PATH, media_request).await
+    send_frame(
+        state,
+        principal,
+        headers,
+        body,
+        MEDIA_PATH,
+        true,
+        media_request,
+    )
+    .await
 }
 
 /// Send a provider template (always allowed on WhatsApp, also outside the service window).
@@ -561,6 +586,7 @@ pub async fn send_template(
         headers,
         body,
         TEMPLATE_PATH,
+        true,
         template_request,
     )
     .await
