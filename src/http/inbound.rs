@@ -13,7 +13,8 @@ use std::collections::HashMap;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -27,6 +28,8 @@ use crate::providers::{InboundError, Provider};
 use crate::store::{InboundOutcome, StatusOutcome, StoreError};
 
 use super::error::{ApiError, ApiResult, ErrorBody};
+use super::json::BODY_LIMIT;
+use super::query::QueryParams;
 use super::state::AppState;
 
 /// What a callback changed.
@@ -105,9 +108,10 @@ fn inbound_error(e: InboundError) -> ApiError {
 )]
 pub async fn handshake(
     State(state): State<AppState>,
-    Path(channel_uuid): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
+    channel_uuid: Result<Path<String>, PathRejection>,
+    QueryParams(query): QueryParams<HashMap<String, String>>,
 ) -> ApiResult<Response> {
+    let Path(channel_uuid) = channel_uuid.map_err(|_| not_found())?;
     let (_, provider) = channel_and_provider(&state, &channel_uuid).await?;
     let challenge = provider.handshake(&query).map_err(inbound_error)?;
     Ok(([(CONTENT_TYPE, "text/plain; charset=utf-8")], challenge).into_response())
@@ -133,10 +137,18 @@ pub async fn handshake(
 )]
 pub async fn callback(
     State(state): State<AppState>,
-    Path(channel_uuid): Path<String>,
+    channel_uuid: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<axum::Json<InboundResult>> {
+    let Path(channel_uuid) = channel_uuid.map_err(|_| not_found())?;
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::payload_too_large(BODY_LIMIT)
+        } else {
+            ApiError::malformed_json(format!("The request body could not be read: {e}"))
+        }
+    })?;
     let (channel, provider) = channel_and_provider(&state, &channel_uuid).await?;
     provider
         .verify_callback(&headers, &body)

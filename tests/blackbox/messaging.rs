@@ -1585,6 +1585,18 @@ async fn whatsapp_callbacks_are_verified_and_applied(backend: Backend) {
         .await
         .expect_error(404, "not_found");
 
+    // Even odd requests get the API's JSON errors.
+    server
+        .call(Method::GET, "/inbound/%FF%FE", None, None)
+        .await
+        .expect_error(404, "not_found");
+    server
+        .call(Method::GET, &format!("{path}?hub.mode=%FF"), None, None)
+        .await
+        .expect_error(403, "forbidden");
+    let huge = post_raw(&server, &path, vec![b' '; 1024 * 1024 + 16], &[]).await;
+    huge.expect_error(413, "payload_too_large");
+
     // Unsigned or wrongly signed: 401, nothing changes.
     let hook = wa_webhook(
         PHONE_NUMBER_ID,
