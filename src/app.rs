@@ -96,6 +96,15 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         );
     }
     let rt = Runtime::open(config).await?;
+    if rt.config.idempotency_lease <= rt.config.provider_timeout {
+        tracing::warn!(
+            "{} ({:?}) is not longer than {} ({:?}): a send slower than the lease can be taken over by a retry with the same Idempotency-Key, and the provider then gets the message twice",
+            env_name("idempotency_lease"),
+            rt.config.idempotency_lease,
+            env_name("provider_timeout"),
+            rt.config.provider_timeout
+        );
+    }
     let listener = TcpListener::bind(&rt.config.listen)
         .await
         .with_context(|| {
@@ -120,12 +129,15 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         secrets: rt.secrets.clone(),
         limiter: limiter.clone(),
         key_touches: Default::default(),
+        providers: crate::providers::ProviderHub::new(rt.config.provider_timeout),
         metrics: crate::telemetry::metrics_handle(),
     });
 
     if demo {
         seed_demo(&rt, addr).await?;
     }
+    // Phone-number metadata loads lazily and slowly: load it now, off the request path.
+    tokio::task::spawn_blocking(crate::domain::phone::Phone::warm_up);
 
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
@@ -176,6 +188,51 @@ fn spawn_background(
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tick.tick() => limiter.prune(),
+            }
+        }
+    });
+    spawn_idempotency_purge(rt, tasks, shutdown);
+}
+
+/// How many expired idempotency records one purge statement deletes.
+const IDEMPOTENCY_PURGE_BATCH: i64 = 1000;
+
+/// Deletes expired idempotency records every `SWITCHBOARD_PURGE_INTERVAL`, in batches, so that
+/// no statement holds the database for long.
+fn spawn_idempotency_purge(rt: &Runtime, tasks: &TaskTracker, shutdown: &CancellationToken) {
+    let interval = rt.config.purge_interval;
+    let store = rt.store.clone();
+    let clock = rt.clock.clone();
+    let stop = shutdown.clone();
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let now = clock.now();
+            let mut purged = 0u64;
+            loop {
+                if stop.is_cancelled() {
+                    return;
+                }
+                match store.purge_idempotency(now, IDEMPOTENCY_PURGE_BATCH).await {
+                    Ok(n) => {
+                        purged += n;
+                        if n < IDEMPOTENCY_PURGE_BATCH as u64 {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not purge expired idempotency records");
+                        break;
+                    }
+                }
+            }
+            if purged > 0 {
+                tracing::info!(purged, "purged expired idempotency records");
             }
         }
     });

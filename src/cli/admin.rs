@@ -44,6 +44,12 @@ pub enum AdminCommand {
     /// Members of organizations: add, change role, grant/revoke/reset a permission, remove.
     #[command(subcommand)]
     User(super::admin_users::UserCommand),
+    /// Contacts of an organization.
+    #[command(subcommand)]
+    Contact(super::admin_messaging::ContactCommand),
+    /// The sandbox channel's provider side: inbound messages and status changes.
+    #[command(subcommand)]
+    Sandbox(super::admin_messaging::SandboxCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -201,6 +207,8 @@ async fn execute(rt: &Runtime, command: AdminCommand) -> Result<Output, OpError>
         AdminCommand::Key(c) => key(rt, c).await,
         AdminCommand::MasterKey(c) => super::admin_master_key::run(rt, c).await,
         AdminCommand::User(c) => super::admin_users::run(rt, c).await,
+        AdminCommand::Contact(c) => super::admin_messaging::contact(rt, c).await,
+        AdminCommand::Sandbox(c) => super::admin_messaging::sandbox(rt, c).await,
     }
 }
 

@@ -2,10 +2,14 @@
 
 pub mod api_key;
 pub mod channel;
+pub mod channel_selection;
+pub mod contact;
 pub mod event;
+pub mod message;
 pub mod org_log;
 pub mod organization;
 pub mod permission;
+pub mod phone;
 pub mod scope;
 pub mod scope_catalogue;
 pub mod time;

@@ -9,8 +9,11 @@ pub mod deadline;
 pub mod error;
 pub mod events;
 pub mod health;
+pub mod idempotency;
+pub mod inbound;
 pub mod json;
 pub mod list_query;
+pub mod messages;
 pub mod observe;
 pub mod openapi;
 pub mod pagination;
@@ -40,6 +43,7 @@ fn authenticated_routes(state: &AppState) -> Router<AppState> {
         .merge(users::router())
         .merge(permissions::router())
         .merge(events::router())
+        .merge(messages::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
@@ -51,6 +55,7 @@ pub fn router(state: AppState) -> Router {
     let routes = Router::new()
         .merge(authenticated_routes(&state))
         .merge(health::router())
+        .merge(inbound::router())
         .merge(openapi::router());
     let body_deadline = state.config.http_body_timeout;
     with_common_layers(routes, body_deadline).with_state(state)

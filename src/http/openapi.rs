@@ -25,6 +25,8 @@ use super::state::AppState;
     tags(
         (name = "channels", description = "Messaging channels."),
         (name = "organization", description = "Organization data: members with roles and effective permissions, the permission and scope catalogues, and the audit, admin and security log."),
+        (name = "messages", description = "Sending messages (text, interactive, media, templates; Idempotency-Key required) and message history."),
+        (name = "inbound", description = "Provider callbacks (WhatsApp Cloud API webhooks, Telegram updates); public, verified by the provider's signature or secret."),
         (name = "operations", description = "Health, readiness, metrics and this document.")
     )
 )]
@@ -38,6 +40,8 @@ pub fn document() -> utoipa::openapi::OpenApi {
         super::users::UsersApi::openapi(),
         super::permissions::PermissionsApi::openapi(),
         super::events::EventsApi::openapi(),
+        super::messages::MessagesApi::openapi(),
+        super::inbound::InboundApi::openapi(),
         super::health::HealthApi::openapi(),
         OpenApiDocApi::openapi(),
     ] {

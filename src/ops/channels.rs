@@ -41,8 +41,11 @@ fn check_identifier(id: &str) -> OpResult<()> {
     Ok(())
 }
 
-/// Checks a provider configuration: a JSON object of string settings.
-fn check_provider_config(v: &Value) -> OpResult<()> {
+/// Checks a provider configuration: a JSON object of string settings, with the known settings
+/// of the channel type in the right form (`providers::check_config`).
+fn check_provider_config(channel_type: ChannelType, v: &Value) -> OpResult<()> {
+    crate::providers::check_config(channel_type, v)
+        .map_err(|e| OpError::Invalid(format!("--provider-config: {e}")))?;
     let obj = v
         .as_object()
         .ok_or_else(|| OpError::Invalid("--provider-config: expected a JSON object".into()))?;
@@ -121,7 +124,7 @@ pub async fn create_channel(
         check_identifier(id)?;
     }
     if let Some(config) = &input.provider_config {
-        check_provider_config(config)?;
+        check_provider_config(input.channel_type, config)?;
     }
     super::orgs::require_org(store, input.org_id).await?;
     let uuid = Uuid::now_v7();
@@ -174,7 +177,11 @@ pub async fn update_channel(
         check_identifier(ident)?;
     }
     if let Some(config) = &input.provider_config {
-        check_provider_config(config)?;
+        let current = store.get_channel(id).await.map_err(|e| match e {
+            StoreError::NotFound => OpError::NotFound(format!("channel {id} does not exist")),
+            other => other.into(),
+        })?;
+        check_provider_config(current.channel_type, config)?;
     }
     let slug_for_error = input.slug.clone().unwrap_or_default();
     let changed: Vec<&str> = [

@@ -3,6 +3,7 @@
 
 pub mod channels;
 pub mod keys;
+pub mod messages;
 pub mod orgs;
 pub mod users;
 

@@ -1,1 +1,401 @@
-//! Messaging providers: one adapter per channel type behind one trait.
+//! Messaging providers: one adapter per channel type behind one trait, [`Provider`].
+//!
+//! * `sandbox`: no network; a send is `sent` at once with a generated provider id.
+//! * `whatsapp_cloud`: the WhatsApp Cloud API (Meta Graph API).
+//! * `telegram`: the Telegram Bot API.
+//! * `lead_ingestion`: receives leads only; it cannot send.
+//!
+//! An adapter is built per use from the channel's decrypted provider configuration
+//! ([`ProviderHub::for_channel`]); the HTTP client is built once, with the provider timeout,
+//! and shared. Adapters never log message bodies, tokens or secrets.
+
+pub mod sandbox;
+pub mod telegram;
+pub mod whatsapp_cloud;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::http::HeaderMap;
+use serde_json::{Value, json};
+
+use crate::domain::channel::ChannelType;
+use crate::domain::contact::Contact;
+use crate::domain::message::{Content, MessageStatus, MessageType};
+use crate::domain::{Timestamp, ValidationErrors};
+use crate::store::InboundSender;
+
+/// The largest provider answer read (a send answer is a few hundred bytes).
+pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
+
+/// A message the provider accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Accepted {
+    /// The provider's id (WhatsApp's `wamid`, Telegram's `chat:message`).
+    pub provider_message_id: String,
+    /// The status the message starts with (`sent`).
+    pub status: MessageStatus,
+}
+
+/// Why a send did not go out.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProviderError {
+    /// The provider refused the message (a 4xx other than 429): 422 `provider_rejected`.
+    Rejected {
+        /// The provider's HTTP status.
+        http_status: u16,
+        /// The provider's error code (WhatsApp: the Graph error `code`; Telegram: `error_code`).
+        code: Option<Value>,
+        /// The provider's explanation.
+        message: String,
+        /// Further provider details (WhatsApp: subcode, `error_data.details`, `fbtrace_id`).
+        details: Value,
+    },
+    /// The provider could not be reached or answered 5xx, 429 or something unreadable:
+    /// 503 `provider_unavailable`; nothing is stored and the client may retry.
+    Unavailable(String),
+    /// The channel lacks the settings this needs (422 `invalid_channel`).
+    NotConfigured(String),
+    /// The channel type cannot do this (422 `invalid_channel`).
+    Unsupported(String),
+}
+
+impl ProviderError {
+    /// The `error` stored on a failed message and shown in `details`.
+    pub fn to_json(&self, provider: ChannelType) -> Value {
+        match self {
+            ProviderError::Rejected {
+                http_status,
+                code,
+                message,
+                details,
+            } => json!({
+                "code": "provider_rejected",
+                "message": message,
+                "provider": provider,
+                "provider_status": http_status,
+                "provider_code": code,
+                "provider_details": details,
+            }),
+            ProviderError::Unavailable(m) => {
+                json!({"code": "provider_unavailable", "message": m, "provider": provider})
+            }
+            ProviderError::NotConfigured(m) | ProviderError::Unsupported(m) => {
+                json!({"code": "invalid_channel", "message": m, "provider": provider})
+            }
+        }
+    }
+}
+
+/// Why an inbound request is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InboundError {
+    /// Missing or wrong signature or secret (401); nothing changes.
+    Unauthorized(&'static str),
+    /// The verification handshake failed (403).
+    Forbidden(&'static str),
+    /// The body is not the provider's format (400).
+    Malformed(String),
+    /// This channel type takes no provider callbacks (404).
+    NotSupported,
+}
+
+/// An inbound message as the provider reported it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedInbound {
+    pub sender: InboundSender,
+    pub profile_name: Option<String>,
+    pub message_type: MessageType,
+    pub content: Value,
+    pub provider_message_id: String,
+    /// The provider's time of the message, when it gave one.
+    pub sent_at: Option<Timestamp>,
+}
+
+/// A status change of an outbound message, as the provider reported it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedStatus {
+    pub provider_message_id: String,
+    pub status: MessageStatus,
+    pub error: Option<Value>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParsedCallback {
+    pub messages: Vec<ParsedInbound>,
+    pub statuses: Vec<ParsedStatus>,
+    /// Items that were understood but not kept (other phone numbers, unknown kinds).
+    pub skipped: usize,
+}
+
+/// One messaging provider, configured for one channel.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    fn channel_type(&self) -> ChannelType;
+
+    /// Whether this channel type can send this kind of message at all.
+    fn supports(&self, message_type: MessageType) -> bool;
+
+    /// Rules of this provider beyond the generic content rules (field paths as in the request).
+    fn check_content(&self, _content: &Content) -> ValidationErrors {
+        ValidationErrors::new()
+    }
+
+    /// Whether the contact can be reached on this channel; the reason for people if not.
+    fn check_recipient(&self, contact: &Contact) -> Result<(), String>;
+
+    /// Sends a message. Never called inside a database transaction.
+    async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError>;
+
+    /// The provider's subscription handshake on `GET /inbound/{channel}`: the text to answer.
+    fn handshake(&self, _query: &HashMap<String, String>) -> Result<String, InboundError> {
+        Err(InboundError::NotSupported)
+    }
+
+    /// Checks that a callback comes from the provider (signature or secret), over the raw body.
+    fn verify_callback(&self, _headers: &HeaderMap, _body: &[u8]) -> Result<(), InboundError> {
+        Err(InboundError::NotSupported)
+    }
+
+    /// Reads a verified callback.
+    fn parse_callback(&self, _body: &[u8]) -> Result<ParsedCallback, InboundError> {
+        Err(InboundError::NotSupported)
+    }
+}
+
+/// Builds adapters; holds the one HTTP client of all provider calls.
+#[derive(Clone)]
+pub struct ProviderHub {
+    http: reqwest::Client,
+}
+
+impl ProviderHub {
+    /// A hub whose calls time out after `timeout` (SWITCHBOARD_PROVIDER_TIMEOUT). Redirects are
+    /// not followed.
+    pub fn new(timeout: Duration) -> ProviderHub {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("the provider HTTP client builds");
+        ProviderHub { http }
+    }
+
+    /// The adapter of a channel type with its decrypted configuration (`Null` when none).
+    pub fn for_channel(&self, channel_type: ChannelType, config: &Value) -> Box<dyn Provider> {
+        match channel_type {
+            ChannelType::Sandbox => Box::new(sandbox::Sandbox),
+            ChannelType::WhatsappCloud => Box::new(whatsapp_cloud::WhatsappCloud::new(
+                self.http.clone(),
+                whatsapp_cloud::Config::from_json(config),
+            )),
+            ChannelType::Telegram => Box::new(telegram::Telegram::new(
+                self.http.clone(),
+                telegram::Config::from_json(config),
+            )),
+            ChannelType::LeadIngestion => Box::new(LeadIngestion),
+        }
+    }
+}
+
+/// Checks a provider configuration for a channel type: a JSON object whose known settings have
+/// the right form. Settings may be missing (a channel can be configured later); what a use
+/// needs is checked at that use.
+pub fn check_config(channel_type: ChannelType, config: &Value) -> Result<(), String> {
+    let obj = config
+        .as_object()
+        .ok_or_else(|| "expected a JSON object".to_owned())?;
+    let text = |key: &str| -> Result<Option<String>, String> {
+        match obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if !s.trim().is_empty() && !s.chars().any(char::is_control) => {
+                Ok(Some(s.clone()))
+            }
+            Some(Value::Number(n)) if key.ends_with("_id") => Ok(Some(n.to_string())),
+            Some(_) => Err(format!("`{key}` must be a non-empty string")),
+        }
+    };
+    let base_url = |key: &str| -> Result<(), String> {
+        if let Some(u) = text(key)? {
+            let url = url::Url::parse(&u)
+                .map_err(|_| format!("`{key}` must be an absolute http(s) URL"))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                return Err(format!("`{key}` must be an absolute http(s) URL"));
+            }
+        }
+        Ok(())
+    };
+    match channel_type {
+        ChannelType::WhatsappCloud => {
+            for key in [
+                "phone_number_id",
+                "access_token",
+                "app_secret",
+                "verify_token",
+            ] {
+                text(key)?;
+            }
+            base_url("api_base_url")?;
+        }
+        ChannelType::Telegram => {
+            if let Some(token) = text("bot_token")? {
+                if !telegram::token_looks_valid(&token) {
+                    return Err(
+                        "`bot_token` must look like 123456:ABC-... (from @BotFather)".into(),
+                    );
+                }
+            }
+            if let Some(secret) = text("secret_token")? {
+                if !telegram::secret_token_valid(&secret) {
+                    return Err(
+                        "`secret_token` must be 1 to 256 characters of A-Z, a-z, 0-9, '_' and '-'"
+                            .into(),
+                    );
+                }
+            }
+            base_url("api_base_url")?;
+        }
+        ChannelType::Sandbox | ChannelType::LeadIngestion => {}
+    }
+    Ok(())
+}
+
+/// The lead-ingestion channel type: receives leads only.
+struct LeadIngestion;
+
+#[async_trait]
+impl Provider for LeadIngestion {
+    fn channel_type(&self) -> ChannelType {
+        ChannelType::LeadIngestion
+    }
+
+    fn supports(&self, _: MessageType) -> bool {
+        false
+    }
+
+    fn check_recipient(&self, _: &Contact) -> Result<(), String> {
+        Err("lead-ingestion channels cannot send messages".into())
+    }
+
+    async fn send(&self, _: &Contact, _: &Content) -> Result<Accepted, ProviderError> {
+        Err(ProviderError::Unsupported(
+            "Lead-ingestion channels cannot send messages.".into(),
+        ))
+    }
+}
+
+/// Reads at most [`MAX_ANSWER_BYTES`] of a provider's answer.
+pub(crate) async fn read_answer(mut resp: reqwest::Response) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(describe_reqwest)? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err("the provider's answer is too large".into());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A reqwest failure in a sentence, without the URL (which may carry a token).
+pub(crate) fn describe_reqwest(e: reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "connection failed"
+    } else if e.is_body() || e.is_decode() {
+        "the answer could not be read"
+    } else if e.is_request() {
+        "the request could not be sent"
+    } else {
+        "transport error"
+    };
+    format!("the provider {kind}")
+}
+
+/// Constant-time comparison of two secrets.
+pub(crate) fn secrets_equal(a: &[u8], b: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
+/// A provider time given as Unix seconds (a number or a string of digits).
+pub(crate) fn unix_seconds(v: Option<&Value>) -> Option<Timestamp> {
+    let secs = match v? {
+        Value::Number(n) => n.as_i64()?,
+        Value::String(s) if s.len() <= 12 => s.parse::<i64>().ok()?,
+        _ => return None,
+    };
+    (0..=253_402_300_799)
+        .contains(&secs)
+        .then(|| Timestamp::from_millis(secs * 1000))
+}
+
+/// Removes NUL characters from every string of a provider's JSON (they cannot be stored).
+pub(crate) fn strip_nul(v: &mut Value) {
+    match v {
+        Value::String(s) if s.contains('\0') => *s = s.replace('\0', ""),
+        Value::Array(items) => items.iter_mut().for_each(strip_nul),
+        Value::Object(map) => {
+            if map.keys().any(|k| k.contains('\0')) {
+                let old = std::mem::take(map);
+                for (k, mut v) in old {
+                    strip_nul(&mut v);
+                    map.insert(k.replace('\0', ""), v);
+                }
+            } else {
+                map.values_mut().for_each(strip_nul);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_are_checked_per_type() {
+        let wa = ChannelType::WhatsappCloud;
+        assert!(check_config(wa, &json!({"phone_number_id": "1", "access_token": "x"})).is_ok());
+        assert!(check_config(wa, &json!({"phone_number_id": 1098765})).is_ok());
+        assert!(
+            check_config(wa, &json!({})).is_ok(),
+            "settings may come later"
+        );
+        assert!(check_config(wa, &json!({"access_token": 5})).is_err());
+        assert!(check_config(wa, &json!({"access_token": ""})).is_err());
+        assert!(check_config(wa, &json!({"api_base_url": "graph.facebook.com"})).is_err());
+        assert!(check_config(wa, &json!({"api_base_url": "http://127.0.0.1:9/v21.0"})).is_ok());
+        assert!(check_config(wa, &json!([1])).is_err());
+        let tg = ChannelType::Telegram;
+        assert!(check_config(tg, &json!({"bot_token": "123456:ABC-def_ghi"})).is_ok());
+        assert!(check_config(tg, &json!({"bot_token": "nope"})).is_err());
+        assert!(check_config(tg, &json!({"secret_token": "has space"})).is_err());
+        assert!(check_config(ChannelType::Sandbox, &json!({"anything": [1]})).is_ok());
+    }
+
+    #[test]
+    fn provider_times_and_nul_stripping() {
+        assert_eq!(
+            unix_seconds(Some(&json!("1786000000"))),
+            Some(Timestamp::from_millis(1_786_000_000_000))
+        );
+        assert_eq!(
+            unix_seconds(Some(&json!(1786000000))),
+            Some(Timestamp::from_millis(1_786_000_000_000))
+        );
+        assert_eq!(unix_seconds(Some(&json!("soon"))), None);
+        assert_eq!(unix_seconds(Some(&json!(-5))), None);
+        assert_eq!(unix_seconds(Some(&json!("99999999999999999999"))), None);
+        let mut v = json!({"a\u{0}": ["x\u{0}y", {"b": "\u{0}"}]});
+        strip_nul(&mut v);
+        assert_eq!(v, json!({"a": ["xy", {"b": ""}]}));
+        assert!(secrets_equal(b"abc", b"abc"));
+        assert!(!secrets_equal(b"abc", b"abd"));
+        assert!(!secrets_equal(b"abc", b"ab"));
+    }
+}

@@ -520,3 +520,5 @@ fn both_backends_have_the_same_migrations() {
         "every migration exists for both backends, with the same name"
     );
 }
+
+mod messaging;

@@ -29,6 +29,7 @@ use crate::domain::scope::ScopeSet;
 pub mod conformance;
 #[cfg(test)]
 mod conformance_org_data;
+pub mod messaging;
 pub mod org_data;
 mod postgres;
 mod sqlite;
@@ -38,6 +39,7 @@ pub use org_data::{
     Member, MemberChange, MemberQuery, NewMember, OrgEventQuery, OrgEventRecord, UserRecord,
 };
 
+pub use messaging::*;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -369,14 +371,118 @@ pub trait OrgLogStore: Send + Sync {
     async fn get_org_event(&self, org_id: i64, uuid: Uuid) -> StoreResult<OrgEventRecord>;
 }
 
+/// Contacts, conversations and messages.
+#[async_trait]
+pub trait MessageStore: Send + Sync {
+    /// Creates a contact; a phone or Telegram chat the organization already has is
+    /// `UniqueViolation`.
+    async fn create_contact(
+        &self,
+        new: NewContact,
+        effects: EffectsFn<'_, crate::domain::contact::Contact>,
+    ) -> StoreResult<crate::domain::contact::Contact>;
+    /// A contact of the organization by UUID.
+    async fn find_contact(
+        &self,
+        org_id: i64,
+        uuid: Uuid,
+    ) -> StoreResult<Option<crate::domain::contact::Contact>>;
+    /// The organization's contact with this phone.
+    async fn find_contact_by_phone(
+        &self,
+        org_id: i64,
+        phone: &crate::domain::phone::Phone,
+    ) -> StoreResult<Option<crate::domain::contact::Contact>>;
+    /// The open conversation of a contact on a channel.
+    async fn find_open_conversation(
+        &self,
+        contact_id: i64,
+        channel_id: i64,
+    ) -> StoreResult<Option<crate::domain::contact::Conversation>>;
+    /// A conversation of the organization by UUID.
+    async fn find_conversation(
+        &self,
+        org_id: i64,
+        uuid: Uuid,
+    ) -> StoreResult<Option<crate::domain::contact::Conversation>>;
+    /// Records an outbound message with its contact (found or created) and conversation (per
+    /// the policy), its effects and, when given, the completion of its idempotency claim, in
+    /// one transaction. A claim no longer owned is `Conflict` and nothing is written.
+    async fn record_outbound(
+        &self,
+        new: NewOutbound,
+        completion: Option<IdempotencyCompletion<'_, Recorded>>,
+        effects: EffectsFn<'_, Recorded>,
+    ) -> StoreResult<Recorded>;
+    /// Records what a provider reported for one channel (inbound messages, de-duplicated on the
+    /// provider id; status updates, forward only) in one transaction.
+    async fn record_provider_batch(
+        &self,
+        batch: ProviderBatch,
+        effects: BatchEffectsFn<'_>,
+    ) -> StoreResult<BatchOutcome>;
+    /// A message by its global id (for the admin tools).
+    async fn get_message(&self, id: i64) -> StoreResult<MessageRecord>;
+    /// A page of the organization's messages, newest first.
+    async fn list_messages(
+        &self,
+        org_id: i64,
+        filter: &MessageFilter,
+        after: Option<HistoryCursor>,
+        limit: i64,
+    ) -> StoreResult<Vec<MessageRecord>>;
+}
+
+/// Idempotency records: one per credential and `Idempotency-Key`.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
+    /// Claims a key in a short transaction of its own (see [`ClaimOutcome`]). A record expires
+    /// `retention` after its claim, but never while a claim holds it (not before the lease
+    /// ends); an expired record counts as absent.
+    async fn claim_idempotency(&self, claim: IdempotencyClaim) -> StoreResult<ClaimOutcome>;
+    /// Stores the response of a claim still owned; `false` when the claim was lost.
+    async fn complete_idempotency(
+        &self,
+        token: ClaimToken,
+        response: StoredResponse,
+    ) -> StoreResult<bool>;
+    /// Gives a claim up (after a 5xx), so that a retry with the key can run.
+    async fn release_idempotency(&self, token: ClaimToken) -> StoreResult<()>;
+    /// The state of a key, without claiming it (expired records are absent).
+    async fn idempotency_state(
+        &self,
+        api_key_id: i64,
+        key: &str,
+        now: Timestamp,
+    ) -> StoreResult<IdempotencyState>;
+    /// Deletes up to `batch` records expired at `now`; returns how many.
+    async fn purge_idempotency(&self, now: Timestamp, batch: i64) -> StoreResult<u64>;
+}
+
 /// The whole storage interface.
 pub trait Store:
-    SystemStore + OrgStore + ChannelStore + KeyStore + EventStore + UserStore + OrgLogStore
+    SystemStore
+    + OrgStore
+    + ChannelStore
+    + KeyStore
+    + EventStore
+    + UserStore
+    + OrgLogStore
+    + MessageStore
+    + IdempotencyStore
 {
 }
 
 impl<T> Store for T where
-    T: SystemStore + OrgStore + ChannelStore + KeyStore + EventStore + UserStore + OrgLogStore
+    T: SystemStore
+        + OrgStore
+        + ChannelStore
+        + KeyStore
+        + EventStore
+        + UserStore
+        + OrgLogStore
+        + MessageStore
+        + IdempotencyStore
 {
 }
 

@@ -70,6 +70,11 @@ impl PgStore {
 pub(super) mod dialect {
     /// Serializes changes to one organization's rows (slug derivation, default channel).
     pub const LOCK_ORG: &str = "SELECT id FROM organizations WHERE id = $1 FOR UPDATE";
+
+    /// An idempotency record, locked for the rest of the claim transaction.
+    pub const SELECT_IDEMPOTENCY_FOR_UPDATE: &str =
+        "SELECT id, fingerprint, state, locked_until, response_status, response_body, expires_at
+         FROM idempotency_records WHERE api_key_id = $1 AND idempotency_key = $2 FOR UPDATE";
 }
 
 #[allow(clippy::duplicate_mod)]

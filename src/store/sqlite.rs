@@ -90,6 +90,11 @@ impl SqliteStore {
 pub(super) mod dialect {
     /// Serializes changes to one organization's rows (SQLite: writers are serialized anyway).
     pub const LOCK_ORG: &str = "SELECT id FROM organizations WHERE id = $1";
+
+    /// An idempotency record, locked for the rest of the claim transaction (SQLite: the writer is exclusive anyway).
+    pub const SELECT_IDEMPOTENCY_FOR_UPDATE: &str =
+        "SELECT id, fingerprint, state, locked_until, response_status, response_body, expires_at
+         FROM idempotency_records WHERE api_key_id = $1 AND idempotency_key = $2";
 }
 
 #[allow(clippy::duplicate_mod)]

@@ -4,6 +4,10 @@
 mod faults;
 mod support;
 
+mod db_peek;
+mod fake_providers;
+
 mod foundation;
+mod messaging;
 mod org_data;
 mod reliability;

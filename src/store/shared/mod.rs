@@ -7,7 +7,9 @@
 
 mod channels;
 mod events;
+mod idempotency;
 mod keys;
+mod messages;
 mod org_log;
 mod orgs;
 mod system;

@@ -1,0 +1,311 @@
+//! `Idempotency-Key` (specification 3 and 4.4, CONVENTIONS.md "Idempotency").
+//!
+//! A record per credential and key holds the request's fingerprint (SHA-256 of method, path
+//! and body) and, once the request completed, its status and JSON body:
+//!
+//! * same key, same fingerprint, completed: the stored status and body are replayed with
+//!   `Idempotency-Replayed: true`;
+//! * same key, different method, path or body: 409 `idempotency_conflict`;
+//! * same key while the first request runs: 409 `idempotency_in_progress` (`Retry-After: 1`);
+//! * a claim whose lease (`SWITCHBOARD_IDEMPOTENCY_LEASE`) ran out (its request crashed) is
+//!   taken over by the next request with the key;
+//! * 2xx and 4xx outcomes are stored; a 5xx is not: the claim is released so that the client's
+//!   retry with the same key can succeed;
+//! * records expire after `SWITCHBOARD_IDEMPOTENCY_RETENTION` and are purged.
+//!
+//! The work runs in a task of its own, so a client that hangs up does not abandon it half-way.
+//! Handlers whose work writes its result and the completed record in one transaction (the
+//! sends) mark the response [`Recorded`]; any other 2xx/4xx is stored here afterwards.
+
+use std::future::Future;
+
+use axum::body::Body;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tracing::Instrument;
+use uuid::Uuid;
+
+use super::auth::Principal;
+use super::error::ApiError;
+use super::request_id;
+use super::state::AppState;
+use crate::store::{ClaimOutcome, ClaimToken, IdempotencyClaim, IdempotencyState, StoredResponse};
+
+pub const HEADER: &str = "idempotency-key";
+pub const REPLAYED_HEADER: &str = "idempotency-replayed";
+/// The longest key accepted (specification 4.4).
+pub const MAX_KEY_LEN: usize = 120;
+/// The largest response body kept for replay.
+const MAX_STORED_BODY: usize = 1024 * 1024;
+
+/// A valid `Idempotency-Key`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdempotencyKey(pub String);
+
+/// Marks a response whose idempotency record was completed in the work's own transaction.
+#[derive(Clone, Copy, Debug)]
+pub struct Recorded;
+
+/// Marks a response of work that lost its claim to another request (which took the key over
+/// after the lease ran out); nothing was written.
+#[derive(Clone, Copy, Debug)]
+pub struct ClaimLost;
+
+/// Reads `Idempotency-Key`: 1 to 120 visible ASCII characters (the structured-field string
+/// form `"..."` is accepted too). `required`: a missing header is a 400.
+pub fn read_key(headers: &HeaderMap, required: bool) -> Result<Option<IdempotencyKey>, ApiError> {
+    let mut values = headers.get_all(HEADER).iter();
+    let Some(value) = values.next() else {
+        return if required {
+            Err(ApiError::idempotency_key_missing())
+        } else {
+            Ok(None)
+        };
+    };
+    if values.next().is_some() {
+        return Err(ApiError::idempotency_key_invalid(
+            "Send one Idempotency-Key header, not several.",
+        ));
+    }
+    let raw = value.as_bytes();
+    let raw = match raw {
+        [b'"', inner @ .., b'"'] => inner,
+        other => other,
+    };
+    if raw.is_empty() || raw.len() > MAX_KEY_LEN || !raw.iter().all(u8::is_ascii_graphic) {
+        return Err(ApiError::idempotency_key_invalid(format!(
+            "The Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters (a UUID is a good choice)."
+        )));
+    }
+    Ok(Some(IdempotencyKey(
+        String::from_utf8(raw.to_vec()).expect("ASCII"),
+    )))
+}
+
+/// The fingerprint of a request: SHA-256 over method, path and the raw body.
+pub fn fingerprint(method: &Method, path: &str, body: &[u8]) -> Vec<u8> {
+    let mut h = Sha256::new();
+    h.update(method.as_str().as_bytes());
+    h.update([0]);
+    h.update(path.as_bytes());
+    h.update([0]);
+    h.update(body);
+    h.finalize().to_vec()
+}
+
+/// A JSON response from stored bytes.
+pub fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+/// A stored response, replayed. An error body's `request_id` becomes this request's, so that
+/// it matches `X-Request-Id` and this request's log lines.
+fn replay(stored: StoredResponse) -> Response {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    let mut body = stored.body;
+    if let (Ok(mut v), Some(id)) = (
+        serde_json::from_slice::<Value>(&body),
+        request_id::current(),
+    ) {
+        if let Some(e) = v.get_mut("error").and_then(Value::as_object_mut) {
+            if e.contains_key("request_id") {
+                e.insert("request_id".into(), Value::String(id));
+                body = serde_json::to_vec(&v).unwrap_or(body);
+            }
+        }
+    }
+    let mut r = json_response(status, body);
+    r.headers_mut()
+        .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+    r
+}
+
+/// Runs `work` in a task of its own (with this request's id and span), so that it finishes
+/// even if the client hangs up.
+async fn detached<Fut>(work: Fut) -> Response
+where
+    Fut: Future<Output = Response> + Send + 'static,
+{
+    let id = request_id::current().unwrap_or_else(request_id::generate);
+    let span = tracing::Span::current();
+    match tokio::spawn(request_id::scope(id.clone(), work.instrument(span))).await {
+        Ok(r) => r,
+        Err(e) => {
+            request_id::scope(id, async move {
+                ApiError::internal(format!("the request's task failed: {e}")).into_response()
+            })
+            .await
+        }
+    }
+}
+
+/// Runs `work` under the idempotency rules for `key` (without a key: just runs it). `work`
+/// receives the claim to complete in its own transaction, if it can.
+pub async fn run<W, Fut>(
+    state: &AppState,
+    principal: &Principal,
+    key: Option<IdempotencyKey>,
+    method: &Method,
+    path: &str,
+    body: &[u8],
+    work: W,
+) -> Response
+where
+    W: FnOnce(Option<ClaimToken>) -> Fut,
+    Fut: Future<Output = Response> + Send + 'static,
+{
+    let Some(key) = key else {
+        return detached(work(None)).await;
+    };
+    let fingerprint = fingerprint(method, path, body);
+    let claim = IdempotencyClaim {
+        api_key_id: principal.key_id,
+        key: key.0.clone(),
+        method: method.as_str().to_owned(),
+        path: path.to_owned(),
+        fingerprint: fingerprint.clone(),
+        owner: Uuid::new_v4(),
+        now: state.clock.now(),
+        lease: state.config.idempotency_lease,
+        retention: state.config.idempotency_retention,
+    };
+    let token = match state.store.claim_idempotency(claim).await {
+        Err(e) => return ApiError::from(e).into_response(),
+        Ok(ClaimOutcome::Replay(stored)) => return replay(stored),
+        Ok(ClaimOutcome::Conflict) => return ApiError::idempotency_conflict().into_response(),
+        Ok(ClaimOutcome::InProgress) => {
+            return ApiError::idempotency_in_progress().into_response();
+        }
+        Ok(ClaimOutcome::Claimed { token, taken_over }) => {
+            if taken_over {
+                tracing::warn!(
+                    "took over an idempotency key whose previous request did not finish within the lease"
+                );
+            }
+            token
+        }
+    };
+
+    let response = detached(work(Some(token))).await;
+    if response.extensions().get::<Recorded>().is_some() {
+        return response;
+    }
+    if response.extensions().get::<ClaimLost>().is_some() {
+        // Another request owns the key now: answer with its result if it has one.
+        return match state
+            .store
+            .idempotency_state(principal.key_id, &key.0, state.clock.now())
+            .await
+        {
+            Ok(IdempotencyState::Completed {
+                fingerprint: fp,
+                response,
+            }) if fp == fingerprint => replay(response),
+            _ => ApiError::idempotency_in_progress().into_response(),
+        };
+    }
+    let status = response.status();
+    if status.is_server_error() || status.is_informational() || status.is_redirection() {
+        if let Err(e) = state.store.release_idempotency(token).await {
+            tracing::warn!(error = %e, "could not release an idempotency claim; it expires with its lease");
+        }
+        return response;
+    }
+    // A 2xx or 4xx that the work did not record itself: store it now.
+    let (parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_STORED_BODY).await {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = state.store.release_idempotency(token).await;
+            return ApiError::internal(format!("could not read the response to store it: {e}"))
+                .into_response();
+        }
+    };
+    let stored = StoredResponse {
+        status: parts.status.as_u16(),
+        body: bytes.to_vec(),
+    };
+    match state.store.complete_idempotency(token, stored).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!("the idempotency claim was taken over before its response was stored")
+        }
+        Err(e) => tracing::warn!(error = %e, "could not store the idempotent response"),
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(values: &[&[u8]]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(HEADER, HeaderValue::from_bytes(v).unwrap());
+        }
+        h
+    }
+
+    fn code(r: Result<Option<IdempotencyKey>, ApiError>) -> &'static str {
+        r.unwrap_err().code
+    }
+
+    #[test]
+    fn keys_are_checked() {
+        assert_eq!(
+            read_key(&headers(&[b"order-42"]), true).unwrap(),
+            Some(IdempotencyKey("order-42".into()))
+        );
+        assert_eq!(
+            read_key(&headers(&[b"\"sf-string\""]), true).unwrap(),
+            Some(IdempotencyKey("sf-string".into()))
+        );
+        assert_eq!(read_key(&HeaderMap::new(), false).unwrap(), None);
+        assert_eq!(
+            code(read_key(&HeaderMap::new(), true)),
+            "idempotency_key_missing"
+        );
+        let long = "k".repeat(121);
+        for bad in [
+            b"".as_slice(),
+            b"\"\"",
+            long.as_bytes(),
+            b"has space",
+            b"caf\xc3\xa9",
+            b"tab\there",
+        ] {
+            assert_eq!(
+                code(read_key(&headers(&[bad]), true)),
+                "idempotency_key_invalid",
+                "{bad:?}"
+            );
+        }
+        assert!(read_key(&headers(&["k".repeat(120).as_bytes()]), true).is_ok());
+        assert_eq!(
+            code(read_key(&headers(&[b"a", b"b"]), false)),
+            "idempotency_key_invalid"
+        );
+    }
+
+    #[test]
+    fn fingerprints_cover_method_path_and_body() {
+        let a = fingerprint(&Method::POST, "/x", b"{}");
+        assert_eq!(a, fingerprint(&Method::POST, "/x", b"{}"));
+        assert_ne!(a, fingerprint(&Method::PUT, "/x", b"{}"));
+        assert_ne!(a, fingerprint(&Method::POST, "/y", b"{}"));
+        assert_ne!(a, fingerprint(&Method::POST, "/x", b"{ }"));
+        // The separator keeps path and body apart.
+        assert_ne!(
+            fingerprint(&Method::POST, "/x", b"a"),
+            fingerprint(&Method::POST, "/xa", b"")
+        );
+    }
+}

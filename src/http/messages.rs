@@ -1,0 +1,781 @@
+//! Messages: `POST /api/v1/integrations/messages` (text and interactive), `/messages/media`,
+//! `/messages/template` (scope `messages:write`, `Idempotency-Key` required) and `GET
+//! /api/v1/integrations/messages` (history, scope `messages:read`).
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::domain::channel_selection::{SelectionError, match_slug};
+use crate::domain::message::{
+    Content, Direction, MediaInput, MessageStatus, TextInput, contains_nul, validate_media,
+    validate_template, validate_text,
+};
+use crate::domain::phone::Phone;
+use crate::domain::scope::Scope;
+use crate::domain::{Timestamp, ValidationErrors};
+use crate::ops::messages::{
+    MessageOut, SendCompletion, SendContext, SendError, SendInput, SendResponse,
+};
+use crate::providers::ProviderError;
+use crate::store::{ClaimToken, HistoryCursor, MessageFilter, Recorded, StoredResponse};
+
+use super::auth::Principal;
+use super::error::{ApiError, ApiResult, ErrorBody, ErrorObject};
+use super::idempotency::{self, ClaimLost, IdempotencyKey};
+use super::json::{RawJson, parse};
+use super::pagination::{Page, PageRequest};
+use super::query::QueryParams;
+use super::request_id;
+use super::state::AppState;
+
+pub const MESSAGES_PATH: &str = "/api/v1/integrations/messages";
+pub const MEDIA_PATH: &str = "/api/v1/integrations/messages/media";
+pub const TEMPLATE_PATH: &str = "/api/v1/integrations/messages/template";
+
+/// The longest `channel_slug` looked at.
+const MAX_SLUG_INPUT: usize = 200;
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies
+
+/// Send text or interactive content.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct SendMessageRequest {
+    /// The channel, by numeric id. Mutually exclusive with `channel_slug`.
+    pub channel_id: Option<i64>,
+    /// The channel by slug, UUID, provider identifier or normalized name.
+    pub channel_slug: Option<String>,
+    /// The recipient (preferred).
+    pub contact_uuid: Option<String>,
+    /// Legacy: the recipient's phone (E.164 or international form), resolved in the
+    /// organization; a contact is created when none has it.
+    pub phone: Option<String>,
+    /// The body text (1 to 4096 characters); required for `type: text`. For `interactive`, the
+    /// body text when `interactive.body.text` is absent.
+    pub message: Option<String>,
+    /// `text` (default) or `interactive`.
+    #[serde(rename = "type")]
+    pub message_type: Option<String>,
+    /// A WhatsApp Cloud API `interactive` object of type `button` (1 to 3 reply buttons) or
+    /// `list` (up to 10 rows).
+    #[schema(value_type = Option<Object>)]
+    pub interactive: Option<Value>,
+    /// Show a preview of the first URL in the text (WhatsApp, Telegram).
+    pub preview_url: Option<bool>,
+}
+
+/// Send media by URL.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct SendMediaRequest {
+    pub channel_id: Option<i64>,
+    pub channel_slug: Option<String>,
+    pub contact_uuid: Option<String>,
+    pub phone: Option<String>,
+    /// `document`, `image`, `audio`, `video` or `sticker`.
+    pub media_type: Option<String>,
+    /// An absolute http(s) URL the provider downloads the media from.
+    pub media_url: Option<String>,
+    /// The file name shown to the recipient (documents).
+    pub file_name: Option<String>,
+    /// Caption (up to 1024 characters; not for audio and stickers).
+    pub caption: Option<String>,
+}
+
+/// Send a provider template.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct SendTemplateRequest {
+    pub channel_id: Option<i64>,
+    pub channel_slug: Option<String>,
+    pub contact_uuid: Option<String>,
+    pub phone: Option<String>,
+    /// `{"name": "order_update", "language": "en_US", "components": [...]}` (WhatsApp Cloud API
+    /// components; `language` may also be `{"code": "en_US"}`).
+    #[schema(value_type = Option<Object>)]
+    pub template: Option<Value>,
+    /// `true` asks for conversation initiation (explicit channel, catalog template, consent).
+    pub ensure_conversation: Option<bool>,
+    /// The catalog template (conversation initiation).
+    pub template_uuid: Option<String>,
+    /// Opt-in evidence (conversation initiation).
+    #[schema(value_type = Option<Object>)]
+    pub consent: Option<Value>,
+    /// Used when a contact is created (conversation initiation).
+    pub first_name: Option<String>,
+}
+
+/// The channel and recipient fields shared by the three sends.
+pub struct Addressing {
+    pub channel_id: Option<i64>,
+    pub channel_slug: Option<String>,
+    pub contact_uuid: Option<Uuid>,
+    pub phone: Option<Phone>,
+}
+
+/// Checks the channel and recipient fields of a send, adding field errors.
+pub fn addressing(
+    errors: &mut ValidationErrors,
+    channel_id: Option<i64>,
+    channel_slug: Option<&str>,
+    contact_uuid: Option<&str>,
+    phone: Option<&str>,
+) -> Addressing {
+    let channel_slug = match channel_slug {
+        Some(s) if s.trim().is_empty() => {
+            errors.add("channel_slug", "must not be blank");
+            None
+        }
+        Some(s) if s.chars().count() > MAX_SLUG_INPUT || s.contains('\0') => {
+            errors.add(
+                "channel_slug",
+                format!("must be at most {MAX_SLUG_INPUT} characters"),
+            );
+            None
+        }
+        other => other.map(str::to_owned),
+    };
+    let contact_uuid = contact_uuid.and_then(|s| match Uuid::parse_str(s.trim()) {
+        Ok(u) if s.len() <= 64 => Some(u),
+        _ => {
+            errors.add("contact_uuid", "must be a UUID");
+            None
+        }
+    });
+    let phone = phone.and_then(|p| match Phone::parse(p) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            errors.add("phone", e.to_string());
+            None
+        }
+    });
+    Addressing {
+        channel_id,
+        channel_slug,
+        contact_uuid,
+        phone,
+    }
+}
+
+fn merge(
+    errors: &mut ValidationErrors,
+    result: Result<Content, ValidationErrors>,
+) -> Option<Content> {
+    match result {
+        Ok(c) => Some(c),
+        Err(e) => {
+            errors.0.extend(e.0);
+            None
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors of a send
+
+fn body_bytes(code: &'static str, message: &str, details: Option<Value>) -> Vec<u8> {
+    serde_json::to_vec(&ErrorBody {
+        error: ErrorObject {
+            code: code.to_owned(),
+            message: message.to_owned(),
+            request_id: request_id::current(),
+            details,
+        },
+    })
+    .expect("error bodies serialize")
+}
+
+/// The 422 of a send the provider rejected (the message is recorded as `failed`).
+fn rejected(recorded: &Recorded, error: &ProviderError) -> ApiError {
+    let (http_status, code, message, details) = match error {
+        ProviderError::Rejected {
+            http_status,
+            code,
+            message,
+            details,
+        } => (
+            Some(*http_status),
+            code.clone(),
+            message.clone(),
+            details.clone(),
+        ),
+        other => (None, None, format!("{other:?}"), Value::Null),
+    };
+    ApiError::unprocessable(
+        "provider_rejected",
+        format!("The provider rejected the message: {message}"),
+    )
+    .with_details(json!({
+        "provider": recorded.message.channel.channel_type,
+        "provider_status": http_status,
+        "provider_code": code,
+        "provider_message": message,
+        "provider_details": details,
+        "message_id": recorded.message.id,
+        "message_uuid": recorded.message.uuid,
+        "message": MessageOut::from(&recorded.message),
+    }))
+}
+
+/// The response stored for a recorded send (and given live): 201 with the send response, or
+/// the 422 of a provider rejection.
+fn stored_response(recorded: &Recorded, rejection: Option<&ProviderError>) -> StoredResponse {
+    match rejection {
+        None => StoredResponse {
+            status: 201,
+            body: serde_json::to_vec(&SendResponse::from(recorded)).expect("responses serialize"),
+        },
+        Some(e) => {
+            let err = rejected(recorded, e);
+            StoredResponse {
+                status: err.status.as_u16(),
+                body: body_bytes(err.code, &err.message, err.details),
+            }
+        }
+    }
+}
+
+/// The API error of a failed send.
+pub fn send_error(e: SendError) -> ApiError {
+    match e {
+        SendError::Validation(errors) => ApiError::validation(errors),
+        SendError::Channel(sel) => {
+            let message = sel.message();
+            match sel {
+                SelectionError::Conflict => ApiError::unprocessable("channel_conflict", message)
+                    .with_details(json!({ "fields": ["channel_id", "channel_slug"] })),
+                SelectionError::NoDefault => ApiError::unprocessable("no_default_channel", message),
+                SelectionError::Invalid {
+                    reason,
+                    source,
+                    channel_ids,
+                } => ApiError::unprocessable("invalid_channel", message).with_details(json!({
+                    "reason": reason,
+                    "selected_by": source,
+                    "channel_ids": channel_ids,
+                })),
+            }
+        }
+        SendError::ChannelUnusable {
+            channel_id,
+            reason,
+            message,
+        } => ApiError::unprocessable("invalid_channel", message).with_details(json!({
+            "reason": reason,
+            "channel_ids": [channel_id],
+        })),
+        SendError::ConversationRequired => ApiError::unprocessable(
+            "conversation_required",
+            "This channel needs an open conversation with the contact for text, interactive and media messages: the contact must write first (or send a template).",
+        ),
+        SendError::OutsideServiceWindow {
+            conversation_uuid,
+            last_inbound_at,
+            window_expired_at,
+        } => ApiError::unprocessable(
+            "outside_service_window",
+            "The 24-hour customer-service window of this conversation is closed: send a template instead.",
+        )
+        .with_details(json!({
+            "conversation_uuid": conversation_uuid,
+            "last_inbound_at": last_inbound_at,
+            "window_expired_at": window_expired_at,
+        })),
+        SendError::ProviderRejected { recorded, error } => rejected(&recorded, &error),
+        SendError::ProviderUnavailable(reason) => ApiError::provider_unavailable(format!(
+            "The messaging provider is unavailable ({reason}); nothing was sent. Retry with the same Idempotency-Key."
+        ))
+        .with_header(axum::http::header::RETRY_AFTER, "1"),
+        SendError::LostClaim => ApiError::idempotency_in_progress(),
+        SendError::Store(e) => ApiError::from(e),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sends
+
+/// One send: parse, validate, send, and shape the response (marked recorded when the claim was
+/// completed in the send's transaction).
+async fn perform<T, F>(
+    state: AppState,
+    principal: Principal,
+    body: Bytes,
+    token: Option<ClaimToken>,
+    prepare: F,
+) -> Response
+where
+    T: DeserializeOwned,
+    F: FnOnce(T) -> Result<(Addressing, Content), ApiError>,
+{
+    let request: T = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let (addressing, content) = match prepare(request) {
+        Ok(x) => x,
+        Err(e) => return e.into_response(),
+    };
+    let ctx = SendContext {
+        store: state.store.as_ref(),
+        secrets: &state.secrets,
+        clock: state.clock.as_ref(),
+        providers: &state.providers,
+    };
+    let input = SendInput {
+        org_id: principal.org_id,
+        api_key_id: Some(principal.key_id),
+        key_default_channel: principal.default_channel_id,
+        channel_id: addressing.channel_id,
+        channel_slug: addressing.channel_slug,
+        contact_uuid: addressing.contact_uuid,
+        phone: addressing.phone,
+        content,
+    };
+    let completion = token.map(|token| SendCompletion {
+        token,
+        respond: Box::new(stored_response),
+    });
+    let recorded = completion.is_some();
+    let mark = |mut r: Response| {
+        if recorded {
+            r.extensions_mut().insert(idempotency::Recorded);
+        }
+        r
+    };
+    match crate::ops::messages::send(&ctx, input, completion).await {
+        Ok(r) => {
+            let stored = stored_response(&r, None);
+            mark(idempotency::json_response(StatusCode::CREATED, stored.body))
+        }
+        Err(SendError::ProviderRejected { recorded: r, error }) => {
+            let stored = stored_response(&r, Some(&error));
+            mark(idempotency::json_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                stored.body,
+            ))
+        }
+        Err(SendError::LostClaim) => {
+            let mut r = ApiError::idempotency_in_progress().into_response();
+            r.extensions_mut().insert(ClaimLost);
+            r
+        }
+        Err(e) => send_error(e).into_response(),
+    }
+}
+
+/// The scope and idempotency frame of a send: `messages:write`, then `Idempotency-Key`
+/// (required on the v1 paths; legacy `/api/send*` routes pass `idempotency_required: false`
+/// and get the same rules when the header is present), then the send itself, whose result and
+/// completed idempotency record are written in one transaction. `prepare` turns the parsed
+/// body into the addressing and validated content ([`text_request`], [`media_request`],
+/// [`template_request`], or a legacy route's own).
+pub async fn send_frame<T, F>(
+    state: AppState,
+    principal: Principal,
+    headers: HeaderMap,
+    body: Bytes,
+    path: &'static str,
+    idempotency_required: bool,
+    prepare: F,
+) -> Response
+where
+    T: DeserializeOwned + Send + 'static,
+    F: FnOnce(T) -> Result<(Addressing, Content), ApiError> + Send + 'static,
+{
+    if let Err(e) = principal.require(Scope::MessagesWrite) {
+        return e.into_response();
+    }
+    let key: Option<IdempotencyKey> = match idempotency::read_key(&headers, idempotency_required) {
+        Ok(k) => k,
+        Err(e) => return e.into_response(),
+    };
+    let frame_state = state.clone();
+    let frame_principal = principal.clone();
+    let body_for_work = body.clone();
+    idempotency::run(
+        &frame_state,
+        &frame_principal,
+        key,
+        &Method::POST,
+        path,
+        &body,
+        move |token| perform::<T, F>(state, principal, body_for_work, token, prepare),
+    )
+    .await
+}
+
+pub fn text_request(r: SendMessageRequest) -> Result<(Addressing, Content), ApiError> {
+    let mut errors = ValidationErrors::new();
+    let addressing = addressing(
+        &mut errors,
+        r.channel_id,
+        r.channel_slug.as_deref(),
+        r.contact_uuid.as_deref(),
+        r.phone.as_deref(),
+    );
+    if r.interactive.as_ref().is_some_and(contains_nul) {
+        errors.add("interactive", "must not contain NUL characters");
+    }
+    let content = merge(
+        &mut errors,
+        validate_text(&TextInput {
+            message: r.message.as_deref(),
+            kind: r.message_type.as_deref(),
+            interactive: r.interactive.as_ref(),
+            preview_url: r.preview_url,
+        }),
+    );
+    match (errors.is_empty(), content) {
+        (true, Some(c)) => Ok((addressing, c)),
+        _ => Err(ApiError::validation(errors)),
+    }
+}
+
+pub fn media_request(r: SendMediaRequest) -> Result<(Addressing, Content), ApiError> {
+    let mut errors = ValidationErrors::new();
+    let addressing = addressing(
+        &mut errors,
+        r.channel_id,
+        r.channel_slug.as_deref(),
+        r.contact_uuid.as_deref(),
+        r.phone.as_deref(),
+    );
+    let content = merge(
+        &mut errors,
+        validate_media(&MediaInput {
+            media_type: r.media_type.as_deref(),
+            media_url: r.media_url.as_deref(),
+            caption: r.caption.as_deref(),
+            file_name: r.file_name.as_deref(),
+        }),
+    );
+    match (errors.is_empty(), content) {
+        (true, Some(c)) => Ok((addressing, c)),
+        _ => Err(ApiError::validation(errors)),
+    }
+}
+
+pub fn template_request(r: SendTemplateRequest) -> Result<(Addressing, Content), ApiError> {
+    if r.ensure_conversation == Some(true) {
+        return conversation_initiation(r);
+    }
+    let mut errors = ValidationErrors::new();
+    let addressing = addressing(
+        &mut errors,
+        r.channel_id,
+        r.channel_slug.as_deref(),
+        r.contact_uuid.as_deref(),
+        r.phone.as_deref(),
+    );
+    let content = merge(&mut errors, validate_template(r.template.as_ref()));
+    match (errors.is_empty(), content) {
+        (true, Some(c)) => Ok((addressing, c)),
+        _ => Err(ApiError::validation(errors)),
+    }
+}
+
+/// The seam of conversation initiation (`ensure_conversation: true`, specification 4.3), which
+/// is built separately: until then such a request is refused, so that no template goes out
+/// without the initiation rules (catalog template, consent) having been checked.
+fn conversation_initiation(_r: SendTemplateRequest) -> Result<(Addressing, Content), ApiError> {
+    Err(ApiError::validation_field(
+        "ensure_conversation",
+        "conversation initiation is not available in this version; send the template without ensure_conversation",
+    ))
+}
+
+/// Send text or interactive content.
+#[utoipa::path(
+    post,
+    path = "/api/v1/integrations/messages",
+    tag = "messages",
+    security(("bearer" = ["messages:write"])),
+    params(("Idempotency-Key" = String, Header, description = "Required. 1 to 120 visible ASCII characters; a UUID is a good choice. Retries with the same key and body replay the first response.")),
+    request_body = SendMessageRequest,
+    responses(
+        (status = 201, description = "Sent (or replayed with `Idempotency-Replayed: true`).", body = SendResponse),
+        (status = 400, description = "malformed_json, idempotency_key_missing, idempotency_key_invalid.", body = ErrorBody),
+        (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
+        (status = 422, description = "validation_failed, channel_conflict, invalid_channel, no_default_channel, conversation_required, outside_service_window, provider_rejected.", body = ErrorBody),
+        (status = 503, description = "provider_unavailable or service_unavailable: nothing was sent; retry with the same key.", body = ErrorBody),
+    )
+)]
+pub async fn send_message(
+    State(state): State<AppState>,
+    principal: Principal,
+    headers: HeaderMap,
+    RawJson(body): RawJson,
+) -> Response {
+    send_frame(
+        state,
+        principal,
+        headers,
+        body,
+        MESSAGES_PATH,
+        true,
+        text_request,
+    )
+    .await
+}
+
+/// Send media (document, image, audio, video or sticker) by URL.
+#[utoipa::path(
+    post,
+    path = "/api/v1/integrations/messages/media",
+    tag = "messages",
+    security(("bearer" = ["messages:write"])),
+    params(("Idempotency-Key" = String, Header, description = "Required. 1 to 120 visible ASCII characters.")),
+    request_body = SendMediaRequest,
+    responses(
+        (status = 201, description = "Sent (or replayed).", body = SendResponse),
+        (status = 400, description = "malformed_json, idempotency_key_missing, idempotency_key_invalid.", body = ErrorBody),
+        (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
+        (status = 422, description = "validation_failed, channel errors, conversation_required, outside_service_window, provider_rejected.", body = ErrorBody),
+        (status = 503, description = "provider_unavailable: nothing was sent.", body = ErrorBody),
+    )
+)]
+pub async fn send_media(
+    State(state): State<AppState>,
+    principal: Principal,
+    headers: HeaderMap,
+    RawJson(body): RawJson,
+) -> Response {
+    send_frame(
+        state,
+        principal,
+        headers,
+        body,
+        MEDIA_PATH,
+        true,
+        media_request,
+    )
+    .await
+}
+
+/// Send a provider template (always allowed on WhatsApp, also outside the service window).
+#[utoipa::path(
+    post,
+    path = "/api/v1/integrations/messages/template",
+    tag = "messages",
+    security(("bearer" = ["messages:write"])),
+    params(("Idempotency-Key" = String, Header, description = "Required. 1 to 120 visible ASCII characters.")),
+    request_body = SendTemplateRequest,
+    responses(
+        (status = 201, description = "Sent (or replayed).", body = SendResponse),
+        (status = 400, description = "malformed_json, idempotency_key_missing, idempotency_key_invalid.", body = ErrorBody),
+        (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
+        (status = 422, description = "validation_failed, channel errors (Telegram has no templates: invalid_channel), provider_rejected.", body = ErrorBody),
+        (status = 503, description = "provider_unavailable: nothing was sent.", body = ErrorBody),
+    )
+)]
+pub async fn send_template(
+    State(state): State<AppState>,
+    principal: Principal,
+    headers: HeaderMap,
+    RawJson(body): RawJson,
+) -> Response {
+    send_frame(
+        state,
+        principal,
+        headers,
+        body,
+        TEMPLATE_PATH,
+        true,
+        template_request,
+    )
+    .await
+}
+
+// ---------------------------------------------------------------------------------------------
+// History
+
+#[derive(Debug, Default, Deserialize)]
+pub struct HistoryQuery {
+    limit: Option<String>,
+    cursor: Option<String>,
+    channel_id: Option<String>,
+    channel_slug: Option<String>,
+    contact_uuid: Option<String>,
+    conversation_uuid: Option<String>,
+    direction: Option<String>,
+    status: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+}
+
+fn bad(param: &str, message: impl Into<String>) -> ApiError {
+    ApiError::invalid_request(param, message)
+}
+
+fn uuid_param(param: &str, v: Option<&str>) -> ApiResult<Option<Uuid>> {
+    v.map(|s| Uuid::parse_str(s.trim()).map_err(|_| bad(param, format!("{param} must be a UUID."))))
+        .transpose()
+}
+
+fn time_param(param: &str, v: Option<&str>) -> ApiResult<Option<Timestamp>> {
+    v.map(|s| {
+        Timestamp::parse_rfc3339(s).map_err(|_| {
+            bad(
+                param,
+                format!("{param} must be an RFC 3339 time such as 2026-08-14T09:30:00Z."),
+            )
+        })
+    })
+    .transpose()
+}
+
+/// The message history of the organization, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/integrations/messages",
+    tag = "messages",
+    security(("bearer" = ["messages:read"])),
+    params(
+        ("limit" = Option<i64>, Query, description = "1 to 200, default 50."),
+        ("cursor" = Option<String>, Query, description = "The next_cursor of the previous page."),
+        ("channel_id" = Option<i64>, Query, description = "Only this channel."),
+        ("channel_slug" = Option<String>, Query, description = "Only this channel (slug, UUID, provider identifier or name)."),
+        ("contact_uuid" = Option<String>, Query, description = "Only this contact."),
+        ("conversation_uuid" = Option<String>, Query, description = "Only this conversation."),
+        ("direction" = Option<String>, Query, description = "outbound or inbound."),
+        ("status" = Option<String>, Query, description = "queued, sent, delivered, read, failed or received."),
+        ("since" = Option<String>, Query, description = "Created at or after (RFC 3339)."),
+        ("until" = Option<String>, Query, description = "Created before (RFC 3339)."),
+    ),
+    responses(
+        (status = 200, description = "A page of messages, newest first.", body = Page<MessageOut>),
+        (status = 400, description = "invalid_request: a bad limit, cursor or filter (details.param names it).", body = ErrorBody),
+    )
+)]
+pub async fn list_messages(
+    State(state): State<AppState>,
+    principal: Principal,
+    QueryParams(q): QueryParams<HistoryQuery>,
+) -> ApiResult<axum::Json<Page<MessageOut>>> {
+    principal.require(Scope::MessagesRead)?;
+    let page = PageRequest::parse(q.limit.as_deref(), q.cursor.as_deref())?;
+    let mut filter = MessageFilter {
+        direction: q
+            .direction
+            .as_deref()
+            .map(|d| {
+                d.parse::<Direction>()
+                    .map_err(|_| bad("direction", "direction must be outbound or inbound."))
+            })
+            .transpose()?,
+        status: q
+            .status
+            .as_deref()
+            .map(|s| {
+                s.parse::<MessageStatus>().map_err(|_| {
+                    bad(
+                        "status",
+                        "status must be queued, sent, delivered, read, failed or received.",
+                    )
+                })
+            })
+            .transpose()?,
+        since: time_param("since", q.since.as_deref())?,
+        until: time_param("until", q.until.as_deref())?,
+        ..Default::default()
+    };
+    let empty = || {
+        Ok(axum::Json(Page {
+            data: Vec::new(),
+            has_more: false,
+            next_cursor: None,
+        }))
+    };
+    match (q.channel_id.as_deref(), q.channel_slug.as_deref()) {
+        (Some(_), Some(_)) => {
+            return Err(bad(
+                "channel_slug",
+                "Give either channel_id or channel_slug, not both.",
+            ));
+        }
+        (Some(id), None) => {
+            filter.channel_id = Some(
+                id.trim()
+                    .parse::<i64>()
+                    .map_err(|_| bad("channel_id", "channel_id must be an integer."))?,
+            );
+        }
+        (None, Some(slug)) => {
+            if slug.trim().is_empty() || slug.len() > MAX_SLUG_INPUT {
+                return Err(bad(
+                    "channel_slug",
+                    "channel_slug must be 1 to 200 characters.",
+                ));
+            }
+            let channels = state.store.list_channels(principal.org_id).await?;
+            match match_slug(&channels, slug).as_slice() {
+                [] => return empty(),
+                [one] => filter.channel_id = Some(one.id),
+                _ => {
+                    return Err(bad(
+                        "channel_slug",
+                        "channel_slug matches several channels; use channel_id.",
+                    ));
+                }
+            }
+        }
+        (None, None) => {}
+    }
+    if let Some(uuid) = uuid_param("contact_uuid", q.contact_uuid.as_deref())? {
+        match state.store.find_contact(principal.org_id, uuid).await? {
+            Some(c) => filter.contact_id = Some(c.id),
+            None => return empty(),
+        }
+    }
+    if let Some(uuid) = uuid_param("conversation_uuid", q.conversation_uuid.as_deref())? {
+        match state
+            .store
+            .find_conversation(principal.org_id, uuid)
+            .await?
+        {
+            Some(c) => filter.conversation_id = Some(c.id),
+            None => return empty(),
+        }
+    }
+    let after = page.cursor.map(|c| HistoryCursor {
+        created_at: Timestamp::from_millis(c.time_ms),
+        id: c.id,
+    });
+    let rows = state
+        .store
+        .list_messages(principal.org_id, &filter, after, page.fetch_limit())
+        .await?;
+    let page = Page::from_rows(rows, &page, |m| super::pagination::Cursor {
+        time_ms: m.created_at.millis(),
+        id: m.id,
+    });
+    Ok(axum::Json(page.map(|m| MessageOut::from(&m))))
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(MESSAGES_PATH, get(list_messages).post(send_message))
+        .route(MEDIA_PATH, axum::routing::post(send_media))
+        .route(TEMPLATE_PATH, axum::routing::post(send_template))
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    paths(send_message, send_media, send_template, list_messages),
+    components(schemas(
+        SendMessageRequest,
+        SendMediaRequest,
+        SendTemplateRequest,
+        SendResponse,
+        MessageOut,
+        crate::ops::messages::ContactOut,
+        crate::ops::messages::ConversationOut
+    ))
+)]
+pub struct MessagesApi;

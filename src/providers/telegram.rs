@@ -1,0 +1,616 @@
+//! The Telegram Bot API.
+//!
+//! Sends: `POST {api_base_url}/bot{bot_token}/{method}` with a JSON body: `sendMessage` for
+//! text and interactive content (reply buttons and list rows become an inline keyboard whose
+//! `callback_data` is the button or row id), `sendPhoto`, `sendDocument`, `sendAudio`,
+//! `sendVideo` and `sendSticker` with the media URL. Telegram has no provider templates. The
+//! provider message id is `{chat_id}:{message_id}` (Telegram numbers messages per chat).
+//!
+//! Callbacks on `/inbound/{channel_uuid}` (register it with `setWebhook` and the channel's
+//! `secret_token`): updates are accepted only with `X-Telegram-Bot-Api-Secret-Token` equal to
+//! the channel's `secret_token`. Telegram reports no delivery statuses.
+//!
+//! Provider configuration: `{"bot_token", "secret_token"?, "api_base_url"?}`.
+
+use async_trait::async_trait;
+use axum::http::HeaderMap;
+use serde_json::{Value, json};
+
+use super::{
+    Accepted, InboundError, ParsedCallback, ParsedInbound, Provider, ProviderError,
+    describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
+};
+use crate::domain::ValidationErrors;
+use crate::domain::channel::ChannelType;
+use crate::domain::contact::{Contact, clean_profile_name};
+use crate::domain::message::{Content, MediaType, MessageStatus, MessageType};
+use crate::store::InboundSender;
+
+pub const DEFAULT_API_BASE_URL: &str = "https://api.telegram.org";
+/// Telegram's limit on `callback_data`.
+const MAX_CALLBACK_DATA_BYTES: usize = 64;
+
+/// Whether a text looks like a bot token (`123456789:AA...`).
+pub fn token_looks_valid(token: &str) -> bool {
+    match token.split_once(':') {
+        Some((id, secret)) => {
+            !id.is_empty()
+                && id.len() <= 20
+                && id.bytes().all(|b| b.is_ascii_digit())
+                && !secret.is_empty()
+                && secret.len() <= 200
+                && secret
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        }
+        None => false,
+    }
+}
+
+/// Telegram's rule for `setWebhook`'s `secret_token`.
+pub fn secret_token_valid(s: &str) -> bool {
+    (1..=256).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+#[derive(Clone, Default)]
+pub struct Config {
+    pub bot_token: Option<String>,
+    pub secret_token: Option<String>,
+    pub api_base_url: Option<String>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("api_base_url", &self.api_base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    pub fn from_json(config: &Value) -> Config {
+        let get = |k: &str| {
+            config
+                .get(k)
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        Config {
+            bot_token: get("bot_token"),
+            secret_token: get("secret_token"),
+            api_base_url: get("api_base_url"),
+        }
+    }
+}
+
+pub struct Telegram {
+    http: reqwest::Client,
+    config: Config,
+}
+
+impl Telegram {
+    pub fn new(http: reqwest::Client, config: Config) -> Self {
+        Telegram { http, config }
+    }
+
+    fn method_url(&self, token: &str, method: &str) -> Result<url::Url, ProviderError> {
+        let base = self
+            .config
+            .api_base_url
+            .as_deref()
+            .unwrap_or(DEFAULT_API_BASE_URL);
+        let bad =
+            || ProviderError::NotConfigured("The channel's api_base_url is not a URL.".into());
+        let mut url = url::Url::parse(base).map_err(|_| bad())?;
+        url.path_segments_mut()
+            .map_err(|_| bad())?
+            .pop_if_empty()
+            .push(&format!("bot{token}"))
+            .push(method);
+        Ok(url)
+    }
+}
+
+fn chat_id_json(chat_id: &str) -> Value {
+    chat_id
+        .parse::<i64>()
+        .map(Value::from)
+        .unwrap_or_else(|_| Value::from(chat_id))
+}
+
+/// The text of an interactive message: header, body and footer, one per paragraph.
+fn interactive_text(v: &Value) -> String {
+    let part = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_owned);
+    [
+        part("/header/text"),
+        part("/body/text"),
+        part("/footer/text"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join("\n\n")
+}
+
+fn keyboard(v: &Value) -> Value {
+    let button = |id: &Value, title: &Value| json!({ "text": title, "callback_data": id });
+    if let Some(buttons) = v.pointer("/action/buttons").and_then(Value::as_array) {
+        let row: Vec<Value> = buttons
+            .iter()
+            .map(|b| button(&b["reply"]["id"], &b["reply"]["title"]))
+            .collect();
+        return json!({ "inline_keyboard": [row] });
+    }
+    let rows: Vec<Value> = v
+        .pointer("/action/sections")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["rows"].as_array().cloned().unwrap_or_default())
+        .map(|r| json!([button(&r["id"], &r["title"])]))
+        .collect();
+    json!({ "inline_keyboard": rows })
+}
+
+/// The Bot API method and body of a send.
+pub fn request(chat_id: &str, content: &Content) -> Result<(&'static str, Value), ProviderError> {
+    let chat_id = chat_id_json(chat_id);
+    Ok(match content {
+        Content::Text { body, preview_url } => (
+            "sendMessage",
+            json!({ "chat_id": chat_id, "text": body, "link_preview_options": { "is_disabled": !preview_url } }),
+        ),
+        Content::Interactive(v) => (
+            "sendMessage",
+            json!({ "chat_id": chat_id, "text": interactive_text(v), "reply_markup": keyboard(v) }),
+        ),
+        Content::Media(m) => {
+            let (method, field) = match m.media_type {
+                MediaType::Image => ("sendPhoto", "photo"),
+                MediaType::Document => ("sendDocument", "document"),
+                MediaType::Audio => ("sendAudio", "audio"),
+                MediaType::Video => ("sendVideo", "video"),
+                MediaType::Sticker => ("sendSticker", "sticker"),
+            };
+            let mut body = json!({ "chat_id": chat_id });
+            body[field] = json!(m.media_url);
+            if let Some(c) = &m.caption {
+                body["caption"] = json!(c);
+            }
+            (method, body)
+        }
+        Content::Template(_) => {
+            return Err(ProviderError::Unsupported(
+                "Telegram channels have no provider templates.".into(),
+            ));
+        }
+    })
+}
+
+/// Classifies a Bot API answer.
+pub fn read_send_answer(
+    chat_id: &str,
+    status: u16,
+    body: &[u8],
+) -> Result<Accepted, ProviderError> {
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    if (200..300).contains(&status) {
+        let ok = parsed
+            .as_ref()
+            .and_then(|v| v.get("ok"))
+            .and_then(Value::as_bool)
+            == Some(true);
+        let message_id = parsed
+            .as_ref()
+            .and_then(|v| v.pointer("/result/message_id"))
+            .and_then(Value::as_i64);
+        return match (ok, message_id) {
+            (true, Some(id)) => Ok(Accepted {
+                provider_message_id: format!("{chat_id}:{id}"),
+                status: MessageStatus::Sent,
+            }),
+            _ => Err(ProviderError::Unavailable(
+                "the provider's answer has no message id".into(),
+            )),
+        };
+    }
+    if status == 429 || !(400..500).contains(&status) {
+        return Err(ProviderError::Unavailable(format!(
+            "the provider answered HTTP {status}"
+        )));
+    }
+    let get = |k: &str| parsed.as_ref().and_then(|v| v.get(k)).cloned();
+    let mut details = get("parameters").unwrap_or(Value::Null);
+    strip_nul(&mut details);
+    Err(ProviderError::Rejected {
+        http_status: status,
+        code: get("error_code"),
+        message: get("description")
+            .and_then(|d| d.as_str().map(|s| s.chars().take(1000).collect()))
+            .unwrap_or_else(|| format!("the provider refused the message (HTTP {status})")),
+        details,
+    })
+}
+
+#[async_trait]
+impl Provider for Telegram {
+    fn channel_type(&self) -> ChannelType {
+        ChannelType::Telegram
+    }
+
+    fn supports(&self, message_type: MessageType) -> bool {
+        message_type != MessageType::Template
+    }
+
+    fn check_content(&self, content: &Content) -> ValidationErrors {
+        let mut errors = ValidationErrors::new();
+        if let Content::Interactive(v) = content {
+            let too_long = |id: &Value| {
+                id.as_str()
+                    .is_some_and(|s| s.len() > MAX_CALLBACK_DATA_BYTES)
+            };
+            for (i, b) in v
+                .pointer("/action/buttons")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if too_long(&b["reply"]["id"]) {
+                    errors.add(
+                        format!("interactive.action.buttons[{i}].reply.id"),
+                        "must be at most 64 bytes on Telegram channels",
+                    );
+                }
+            }
+            for (i, s) in v
+                .pointer("/action/sections")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                for (j, r) in s["rows"].as_array().into_iter().flatten().enumerate() {
+                    if too_long(&r["id"]) {
+                        errors.add(
+                            format!("interactive.action.sections[{i}].rows[{j}].id"),
+                            "must be at most 64 bytes on Telegram channels",
+                        );
+                    }
+                }
+            }
+        }
+        errors
+    }
+
+    fn check_recipient(&self, contact: &Contact) -> Result<(), String> {
+        if contact.telegram_chat_id.is_some() {
+            Ok(())
+        } else {
+            Err("the contact has no Telegram chat yet: a bot can only message people who wrote to it first".into())
+        }
+    }
+
+    async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError> {
+        let Some(token) = &self.config.bot_token else {
+            return Err(ProviderError::NotConfigured(
+                "The channel's provider configuration lacks bot_token.".into(),
+            ));
+        };
+        let chat_id = to.telegram_chat_id.as_deref().ok_or_else(|| {
+            ProviderError::Unsupported("The contact has no Telegram chat.".into())
+        })?;
+        let (method, body) = request(chat_id, content)?;
+        let resp = self
+            .http
+            .post(self.method_url(token, method)?)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| ProviderError::Unavailable(describe_reqwest(e)))?;
+        let status = resp.status().as_u16();
+        let answer = read_answer(resp)
+            .await
+            .map_err(ProviderError::Unavailable)?;
+        read_send_answer(chat_id, status, &answer)
+    }
+
+    fn verify_callback(&self, headers: &HeaderMap, _body: &[u8]) -> Result<(), InboundError> {
+        let Some(expected) = &self.config.secret_token else {
+            return Err(InboundError::Unauthorized(
+                "the channel has no secret_token configured, so updates cannot be verified",
+            ));
+        };
+        let given = headers
+            .get("x-telegram-bot-api-secret-token")
+            .map(|v| v.as_bytes())
+            .ok_or(InboundError::Unauthorized(
+                "X-Telegram-Bot-Api-Secret-Token is missing",
+            ))?;
+        if secrets_equal(given, expected.as_bytes()) {
+            Ok(())
+        } else {
+            Err(InboundError::Unauthorized(
+                "X-Telegram-Bot-Api-Secret-Token does not match",
+            ))
+        }
+    }
+
+    fn parse_callback(&self, body: &[u8]) -> Result<ParsedCallback, InboundError> {
+        parse_update(body)
+    }
+}
+
+fn id_text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::Number(n) => n.as_i64().map(|n| n.to_string()),
+        Value::String(s) if !s.is_empty() && s.len() <= 64 => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn sender_name(from: Option<&Value>) -> Option<String> {
+    let from = from?;
+    let first = from.get("first_name").and_then(Value::as_str).unwrap_or("");
+    let last = from.get("last_name").and_then(Value::as_str).unwrap_or("");
+    let full = format!("{first} {last}");
+    clean_profile_name(&full).or_else(|| {
+        from.get("username")
+            .and_then(Value::as_str)
+            .and_then(clean_profile_name)
+    })
+}
+
+fn message_content(m: &Value) -> (MessageType, Value) {
+    let caption = m.get("caption").cloned();
+    let media = |media_type: &str, obj: Option<&Value>| {
+        let mut out = json!({ "media_type": media_type });
+        if let Some(o) = obj {
+            for (from, to) in [
+                ("file_id", "media_id"),
+                ("mime_type", "mime_type"),
+                ("file_name", "file_name"),
+            ] {
+                if let Some(v) = o.get(from).filter(|v| !v.is_null()) {
+                    out[to] = v.clone();
+                }
+            }
+        }
+        if let Some(c) = &caption {
+            out["caption"] = c.clone();
+        }
+        (MessageType::Media, out)
+    };
+    if let Some(text) = m.get("text").and_then(Value::as_str) {
+        return (MessageType::Text, json!({ "body": text }));
+    }
+    if let Some(sizes) = m.get("photo").and_then(Value::as_array) {
+        // The largest size comes last.
+        return media("image", sizes.last());
+    }
+    for (field, kind) in [
+        ("document", "document"),
+        ("audio", "audio"),
+        ("voice", "audio"),
+        ("video", "video"),
+        ("video_note", "video"),
+        ("sticker", "sticker"),
+    ] {
+        if let Some(obj) = m.get(field) {
+            return media(kind, Some(obj));
+        }
+    }
+    let kind = ["contact", "location", "venue", "poll", "dice"]
+        .into_iter()
+        .find(|k| m.get(*k).is_some())
+        .unwrap_or("unknown");
+    (
+        MessageType::Text,
+        json!({ "body": "", "provider_type": kind, "provider_content": m.get(kind).cloned().unwrap_or(Value::Null) }),
+    )
+}
+
+/// Reads a Telegram `Update`: a private `message`, or a `callback_query` (an inline button
+/// press). Other updates are skipped.
+pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
+    let update: Value = serde_json::from_slice(body)
+        .map_err(|_| InboundError::Malformed("the body is not JSON".into()))?;
+    if !update.is_object() {
+        return Err(InboundError::Malformed(
+            "the body is not a JSON object".into(),
+        ));
+    }
+    let mut out = ParsedCallback::default();
+    if let Some(m) = update.get("message") {
+        let chat_id = id_text(m.pointer("/chat/id"));
+        let message_id = id_text(m.get("message_id"));
+        match (chat_id, message_id) {
+            (Some(chat_id), Some(message_id)) => {
+                let (message_type, mut content) = message_content(m);
+                strip_nul(&mut content);
+                out.messages.push(ParsedInbound {
+                    provider_message_id: format!("{chat_id}:{message_id}"),
+                    sender: InboundSender::Telegram { chat_id },
+                    profile_name: sender_name(m.get("from")),
+                    message_type,
+                    content,
+                    sent_at: unix_seconds(m.get("date")),
+                });
+            }
+            _ => out.skipped += 1,
+        }
+    } else if let Some(q) = update.get("callback_query") {
+        let chat_id =
+            id_text(q.pointer("/message/chat/id")).or_else(|| id_text(q.pointer("/from/id")));
+        let query_id = id_text(q.get("id"));
+        match (chat_id, query_id) {
+            (Some(chat_id), Some(query_id)) => {
+                let data = q.get("data").and_then(Value::as_str).unwrap_or("");
+                let mut content = json!({ "type": "button_reply", "button_reply": { "id": data } });
+                strip_nul(&mut content);
+                out.messages.push(ParsedInbound {
+                    provider_message_id: format!("callback:{query_id}"),
+                    sender: InboundSender::Telegram { chat_id },
+                    profile_name: sender_name(q.get("from")),
+                    message_type: MessageType::Interactive,
+                    content,
+                    sent_at: None,
+                });
+            }
+            _ => out.skipped += 1,
+        }
+    } else {
+        out.skipped += 1;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::message::Media;
+
+    #[test]
+    fn tokens_and_secrets() {
+        assert!(token_looks_valid(
+            "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
+        ));
+        assert!(!token_looks_valid("AAH:123"));
+        assert!(!token_looks_valid("123456789"));
+        assert!(secret_token_valid("abc-DEF_123"));
+        assert!(!secret_token_valid(""));
+        assert!(!secret_token_valid("with space"));
+    }
+
+    #[test]
+    fn requests_follow_the_bot_api() {
+        let (m, b) = request(
+            "42",
+            &Content::Text {
+                body: "hi".into(),
+                preview_url: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(m, "sendMessage");
+        assert_eq!(b["chat_id"], 42);
+        assert_eq!(b["text"], "hi");
+        let (m, b) = request(
+            "@channel",
+            &Content::Media(Media {
+                media_type: MediaType::Document,
+                media_url: "https://x.test/a.pdf".into(),
+                caption: Some("c".into()),
+                file_name: None,
+            }),
+        )
+        .unwrap();
+        assert_eq!(m, "sendDocument");
+        assert_eq!(
+            b,
+            json!({"chat_id": "@channel", "document": "https://x.test/a.pdf", "caption": "c"})
+        );
+        let (m, b) = request(
+            "42",
+            &Content::Interactive(
+                json!({"type": "button", "body": {"text": "Pick"}, "footer": {"text": "f"},
+                "action": {"buttons": [{"type": "reply", "reply": {"id": "y", "title": "Yes"}},
+                                       {"type": "reply", "reply": {"id": "n", "title": "No"}}]}}),
+            ),
+        )
+        .unwrap();
+        assert_eq!(m, "sendMessage");
+        assert_eq!(b["text"], "Pick\n\nf");
+        assert_eq!(
+            b["reply_markup"]["inline_keyboard"],
+            json!([[{"text": "Yes", "callback_data": "y"}, {"text": "No", "callback_data": "n"}]])
+        );
+        let (_, b) = request(
+            "42",
+            &Content::Interactive(
+                json!({"type": "list", "body": {"text": "Pick"}, "action": {"button": "Menu",
+                "sections": [{"rows": [{"id": "a", "title": "A"}, {"id": "b", "title": "B"}]}]}}),
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            b["reply_markup"]["inline_keyboard"],
+            json!([[{"text": "A", "callback_data": "a"}], [{"text": "B", "callback_data": "b"}]])
+        );
+    }
+
+    #[test]
+    fn answers_are_classified() {
+        let ok = read_send_answer(
+            "42",
+            200,
+            br#"{"ok":true,"result":{"message_id":7,"chat":{"id":42}}}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.provider_message_id, "42:7");
+        assert!(matches!(
+            read_send_answer("42", 200, b"{\"ok\":true}"),
+            Err(ProviderError::Unavailable(_))
+        ));
+        assert!(matches!(
+            read_send_answer("42", 502, b"Bad Gateway"),
+            Err(ProviderError::Unavailable(_))
+        ));
+        assert!(matches!(
+            read_send_answer(
+                "42",
+                429,
+                br#"{"ok":false,"error_code":429,"parameters":{"retry_after":3}}"#
+            ),
+            Err(ProviderError::Unavailable(_))
+        ));
+        match read_send_answer(
+            "42",
+            403,
+            br#"{"ok":false,"error_code":403,"description":"Forbidden: bot was blocked by the user"}"#,
+        ) {
+            Err(ProviderError::Rejected { code, message, .. }) => {
+                assert_eq!(code, Some(json!(403)));
+                assert_eq!(message, "Forbidden: bot was blocked by the user");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn updates_are_parsed() {
+        let p = parse_update(
+            br#"{"update_id":1,"message":{"message_id":5,"date":1786000000,"chat":{"id":42,"type":"private"},
+                 "from":{"id":42,"first_name":"Ada","last_name":"L"},"text":"hello"}}"#,
+        )
+        .unwrap();
+        assert_eq!(p.messages.len(), 1);
+        let m = &p.messages[0];
+        assert_eq!(m.provider_message_id, "42:5");
+        assert_eq!(m.profile_name.as_deref(), Some("Ada L"));
+        assert_eq!(m.content, json!({"body": "hello"}));
+        assert!(matches!(&m.sender, InboundSender::Telegram { chat_id } if chat_id == "42"));
+        let photo = parse_update(
+            br#"{"update_id":2,"message":{"message_id":6,"chat":{"id":42},"caption":"c",
+                 "photo":[{"file_id":"small"},{"file_id":"large"}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            photo.messages[0].content,
+            json!({"media_type": "image", "media_id": "large", "caption": "c"})
+        );
+        let press = parse_update(
+            br#"{"update_id":3,"callback_query":{"id":"99","from":{"id":42},"message":{"chat":{"id":42}},"data":"yes"}}"#,
+        )
+        .unwrap();
+        assert_eq!(press.messages[0].provider_message_id, "callback:99");
+        assert_eq!(press.messages[0].message_type, MessageType::Interactive);
+        let other = parse_update(br#"{"update_id":4,"edited_message":{}}"#).unwrap();
+        assert_eq!((other.messages.len(), other.skipped), (0, 1));
+        assert!(parse_update(b"[]").is_err());
+    }
+}

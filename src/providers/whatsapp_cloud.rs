@@ -1,0 +1,727 @@
+//! The WhatsApp Cloud API (Meta Graph API).
+//!
+//! Sends: `POST {api_base_url}/{phone_number_id}/messages` with `Authorization: Bearer
+//! {access_token}` and `{"messaging_product": "whatsapp", "recipient_type": "individual", "to":
+//! "<E.164 digits without +>", "type": ..., <type>: {...}}`; the answer's `messages[0].id` (the
+//! `wamid`) is the provider message id.
+//!
+//! Callbacks on `/inbound/{channel_uuid}`: the subscription handshake (`hub.mode=subscribe`,
+//! `hub.verify_token`, `hub.challenge`) and POSTs signed with `X-Hub-Signature-256: sha256=<hex
+//! HMAC-SHA256 of the raw body keyed with the app secret>`, carrying `messages` and `statuses`.
+//!
+//! Provider configuration: `{"phone_number_id", "access_token", "app_secret", "verify_token",
+//! "api_base_url"?}` (`api_base_url` defaults to [`DEFAULT_API_BASE_URL`]).
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use axum::http::HeaderMap;
+use hmac::{Hmac, Mac};
+use serde_json::{Map, Value, json};
+use sha2::Sha256;
+
+use super::{
+    Accepted, InboundError, ParsedCallback, ParsedInbound, ParsedStatus, Provider, ProviderError,
+    describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
+};
+use crate::domain::channel::ChannelType;
+use crate::domain::contact::{Contact, clean_profile_name};
+use crate::domain::message::{
+    Content, MediaType, MessageStatus, MessageType, parse_reported_status,
+};
+use crate::domain::phone::Phone;
+use crate::store::InboundSender;
+
+/// The Graph API version Switchboard speaks by default.
+pub const DEFAULT_API_BASE_URL: &str = "https://graph.facebook.com/v21.0";
+
+/// Graph error codes that mean "too fast, try again later" (sent with HTTP 400 or 429).
+const THROTTLING_CODES: &[i64] = &[4, 80007, 130429, 131056];
+
+#[derive(Clone, Default)]
+pub struct Config {
+    pub phone_number_id: Option<String>,
+    pub access_token: Option<String>,
+    pub app_secret: Option<String>,
+    pub verify_token: Option<String>,
+    pub api_base_url: Option<String>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("phone_number_id", &self.phone_number_id)
+            .field("api_base_url", &self.api_base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+fn setting(config: &Value, key: &str) -> Option<String> {
+    match config.get(key)? {
+        Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+impl Config {
+    pub fn from_json(config: &Value) -> Config {
+        Config {
+            phone_number_id: setting(config, "phone_number_id"),
+            access_token: setting(config, "access_token"),
+            app_secret: setting(config, "app_secret"),
+            verify_token: setting(config, "verify_token"),
+            api_base_url: setting(config, "api_base_url"),
+        }
+    }
+}
+
+pub struct WhatsappCloud {
+    http: reqwest::Client,
+    config: Config,
+}
+
+impl WhatsappCloud {
+    pub fn new(http: reqwest::Client, config: Config) -> Self {
+        WhatsappCloud { http, config }
+    }
+
+    fn messages_url(&self, phone_number_id: &str) -> Result<url::Url, ProviderError> {
+        let base = self
+            .config
+            .api_base_url
+            .as_deref()
+            .unwrap_or(DEFAULT_API_BASE_URL);
+        let mut url = url::Url::parse(base).map_err(|_| {
+            ProviderError::NotConfigured("The channel's api_base_url is not a URL.".into())
+        })?;
+        url.path_segments_mut()
+            .map_err(|_| {
+                ProviderError::NotConfigured("The channel's api_base_url is not a URL.".into())
+            })?
+            .pop_if_empty()
+            .push(phone_number_id)
+            .push("messages");
+        Ok(url)
+    }
+}
+
+/// The Graph API request body of a send.
+pub fn payload(to_digits: &str, content: &Content) -> Value {
+    let mut body = json!({
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "to": to_digits,
+    });
+    match content {
+        Content::Text {
+            body: text,
+            preview_url,
+        } => {
+            body["type"] = json!("text");
+            body["text"] = json!({ "body": text, "preview_url": preview_url });
+        }
+        Content::Interactive(v) => {
+            body["type"] = json!("interactive");
+            body["interactive"] = v.clone();
+        }
+        Content::Media(m) => {
+            let kind = m.media_type.as_str();
+            let mut obj = json!({ "link": m.media_url });
+            if let Some(c) = &m.caption {
+                if !matches!(m.media_type, MediaType::Audio | MediaType::Sticker) {
+                    obj["caption"] = json!(c);
+                }
+            }
+            if let (Some(f), MediaType::Document) = (&m.file_name, m.media_type) {
+                obj["filename"] = json!(f);
+            }
+            body["type"] = json!(kind);
+            body[kind] = obj;
+        }
+        Content::Template(t) => {
+            let mut template = json!({ "name": t.name, "language": { "code": t.language } });
+            if !t.components.is_empty() {
+                template["components"] = json!(t.components);
+            }
+            body["type"] = json!("template");
+            body["template"] = template;
+        }
+    }
+    body
+}
+
+/// Classifies a Graph API answer.
+pub fn read_send_answer(status: u16, body: &[u8]) -> Result<Accepted, ProviderError> {
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    if (200..300).contains(&status) {
+        let id = parsed
+            .as_ref()
+            .and_then(|v| v.get("messages")?.get(0)?.get("id")?.as_str())
+            .filter(|id| !id.is_empty() && id.len() <= 512 && !id.contains('\0'));
+        return match id {
+            Some(id) => Ok(Accepted {
+                provider_message_id: id.to_owned(),
+                status: MessageStatus::Sent,
+            }),
+            None => Err(ProviderError::Unavailable(
+                "the provider's answer has no message id".into(),
+            )),
+        };
+    }
+    let error = parsed.as_ref().and_then(|v| v.get("error"));
+    let code = error.and_then(|e| e.get("code")).cloned();
+    let throttled = code
+        .as_ref()
+        .and_then(Value::as_i64)
+        .is_some_and(|c| THROTTLING_CODES.contains(&c));
+    if status == 429 || status >= 500 || throttled || !(400..500).contains(&status) {
+        return Err(ProviderError::Unavailable(format!(
+            "the provider answered HTTP {status}{}",
+            if throttled { " (throttled)" } else { "" }
+        )));
+    }
+    let text = |k: &str| {
+        error
+            .and_then(|e| e.get(k))
+            .and_then(Value::as_str)
+            .map(|s| s.chars().take(1000).collect::<String>())
+    };
+    let mut details = Map::new();
+    for key in [
+        "type",
+        "error_subcode",
+        "fbtrace_id",
+        "error_user_title",
+        "error_user_msg",
+    ] {
+        if let Some(v) = error.and_then(|e| e.get(key)) {
+            details.insert(key.into(), v.clone());
+        }
+    }
+    if let Some(d) = error
+        .and_then(|e| e.get("error_data"))
+        .and_then(|d| d.get("details"))
+    {
+        details.insert("details".into(), d.clone());
+    }
+    let mut details = Value::Object(details);
+    strip_nul(&mut details);
+    Err(ProviderError::Rejected {
+        http_status: status,
+        code,
+        message: text("message")
+            .unwrap_or_else(|| format!("the provider refused the message (HTTP {status})")),
+        details,
+    })
+}
+
+#[async_trait]
+impl Provider for WhatsappCloud {
+    fn channel_type(&self) -> ChannelType {
+        ChannelType::WhatsappCloud
+    }
+
+    fn supports(&self, _: MessageType) -> bool {
+        true
+    }
+
+    fn check_recipient(&self, contact: &Contact) -> Result<(), String> {
+        if contact.phone.is_some() {
+            Ok(())
+        } else {
+            Err("the contact has no phone number, which WhatsApp needs".into())
+        }
+    }
+
+    async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError> {
+        let (Some(phone_number_id), Some(token)) =
+            (&self.config.phone_number_id, &self.config.access_token)
+        else {
+            return Err(ProviderError::NotConfigured(
+                "The channel's provider configuration lacks phone_number_id or access_token."
+                    .into(),
+            ));
+        };
+        let phone = to
+            .phone
+            .as_ref()
+            .ok_or_else(|| ProviderError::Unsupported("The contact has no phone number.".into()))?;
+        let url = self.messages_url(phone_number_id)?;
+        let resp = self
+            .http
+            .post(url)
+            .bearer_auth(token)
+            .json(&payload(phone.digits(), content))
+            .send()
+            .await
+            .map_err(|e| ProviderError::Unavailable(describe_reqwest(e)))?;
+        let status = resp.status().as_u16();
+        let body = read_answer(resp)
+            .await
+            .map_err(ProviderError::Unavailable)?;
+        read_send_answer(status, &body)
+    }
+
+    fn handshake(&self, query: &HashMap<String, String>) -> Result<String, InboundError> {
+        let Some(expected) = &self.config.verify_token else {
+            return Err(InboundError::Forbidden(
+                "the channel has no verify_token configured",
+            ));
+        };
+        if query.get("hub.mode").map(String::as_str) != Some("subscribe") {
+            return Err(InboundError::Forbidden("hub.mode must be subscribe"));
+        }
+        let given = query
+            .get("hub.verify_token")
+            .map(String::as_str)
+            .unwrap_or("");
+        if !secrets_equal(given.as_bytes(), expected.as_bytes()) {
+            return Err(InboundError::Forbidden("hub.verify_token does not match"));
+        }
+        match query.get("hub.challenge") {
+            Some(c) if !c.is_empty() && c.len() <= 512 => Ok(c.clone()),
+            _ => Err(InboundError::Forbidden("hub.challenge is missing")),
+        }
+    }
+
+    fn verify_callback(&self, headers: &HeaderMap, body: &[u8]) -> Result<(), InboundError> {
+        let Some(secret) = &self.config.app_secret else {
+            return Err(InboundError::Unauthorized(
+                "the channel has no app_secret configured, so callbacks cannot be verified",
+            ));
+        };
+        verify_signature(secret, headers, body)
+    }
+
+    fn parse_callback(&self, body: &[u8]) -> Result<ParsedCallback, InboundError> {
+        parse_callback(self.config.phone_number_id.as_deref(), body)
+    }
+}
+
+/// Checks `X-Hub-Signature-256: sha256=<hex>` over the raw body, in constant time.
+pub fn verify_signature(
+    secret: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), InboundError> {
+    let header = headers
+        .get("x-hub-signature-256")
+        .and_then(|v| v.to_str().ok())
+        .ok_or(InboundError::Unauthorized("X-Hub-Signature-256 is missing"))?;
+    let hex_sig = header
+        .trim()
+        .strip_prefix("sha256=")
+        .ok_or(InboundError::Unauthorized(
+            "X-Hub-Signature-256 is not sha256=<hex>",
+        ))?;
+    let given = hex::decode(hex_sig)
+        .map_err(|_| InboundError::Unauthorized("X-Hub-Signature-256 is not sha256=<hex>"))?;
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
+    mac.update(body);
+    mac.verify_slice(&given)
+        .map_err(|_| InboundError::Unauthorized("X-Hub-Signature-256 does not match"))
+}
+
+/// The signature header value of a body (for tests and tools).
+pub fn sign(secret: &str, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+fn inbound_content(m: &Map<String, Value>) -> (MessageType, Value) {
+    let kind = m.get("type").and_then(Value::as_str).unwrap_or("unknown");
+    let member = m.get(kind).cloned().unwrap_or(Value::Null);
+    match kind {
+        "text" => (
+            MessageType::Text,
+            json!({ "body": member.get("body").and_then(Value::as_str).unwrap_or("") }),
+        ),
+        "image" | "document" | "audio" | "video" | "sticker" => {
+            let mut out = json!({ "media_type": kind });
+            for (from, to) in [
+                ("id", "media_id"),
+                ("mime_type", "mime_type"),
+                ("sha256", "sha256"),
+                ("caption", "caption"),
+                ("filename", "file_name"),
+            ] {
+                if let Some(v) = member.get(from).filter(|v| !v.is_null()) {
+                    out[to] = v.clone();
+                }
+            }
+            (MessageType::Media, out)
+        }
+        "interactive" => (MessageType::Interactive, member),
+        "button" => (
+            MessageType::Interactive,
+            json!({ "type": "button", "button": member }),
+        ),
+        other => (
+            MessageType::Text,
+            json!({ "body": "", "provider_type": other, "provider_content": member }),
+        ),
+    }
+}
+
+/// Reads a WhatsApp Cloud API webhook body. Changes for another phone number id than
+/// `phone_number_id` (when configured) are skipped.
+pub fn parse_callback(
+    phone_number_id: Option<&str>,
+    body: &[u8],
+) -> Result<ParsedCallback, InboundError> {
+    let root: Value = serde_json::from_slice(body)
+        .map_err(|_| InboundError::Malformed("the body is not JSON".into()))?;
+    let root = root
+        .as_object()
+        .ok_or_else(|| InboundError::Malformed("the body is not a JSON object".into()))?;
+    let mut out = ParsedCallback::default();
+    let entries = root
+        .get("entry")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for entry in &entries {
+        let changes = entry
+            .get("changes")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for change in &changes {
+            if change.get("field").and_then(Value::as_str) != Some("messages") {
+                out.skipped += 1;
+                continue;
+            }
+            let Some(value) = change.get("value").and_then(Value::as_object) else {
+                out.skipped += 1;
+                continue;
+            };
+            let target = value
+                .get("metadata")
+                .and_then(|m| m.get("phone_number_id"))
+                .and_then(|v| match v {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                });
+            if let (Some(mine), Some(target)) = (phone_number_id, &target) {
+                if mine != target {
+                    out.skipped += 1;
+                    continue;
+                }
+            }
+            let names: HashMap<String, String> = value
+                .get("contacts")
+                .and_then(Value::as_array)
+                .map(|cs| {
+                    cs.iter()
+                        .filter_map(|c| {
+                            let wa_id = c.get("wa_id")?.as_str()?;
+                            let name = c.get("profile")?.get("name")?.as_str()?;
+                            Some((wa_id.to_owned(), name.to_owned()))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            for m in value
+                .get("messages")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let Some(m) = m.as_object() else {
+                    out.skipped += 1;
+                    continue;
+                };
+                let from = m.get("from").and_then(Value::as_str);
+                let id = m
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|id| !id.is_empty() && id.len() <= 512);
+                let (Some(from), Some(id)) = (from, id) else {
+                    out.skipped += 1;
+                    continue;
+                };
+                let Some(phone) = Phone::from_provider_id(from) else {
+                    out.skipped += 1;
+                    continue;
+                };
+                let (message_type, mut content) = inbound_content(m);
+                if let Some(ctx) = m.get("context").filter(|c| c.is_object()) {
+                    content["context"] = ctx.clone();
+                }
+                strip_nul(&mut content);
+                out.messages.push(ParsedInbound {
+                    sender: InboundSender::Phone(phone),
+                    profile_name: names.get(from).and_then(|n| clean_profile_name(n)),
+                    message_type,
+                    content,
+                    provider_message_id: id.replace('\0', ""),
+                    sent_at: unix_seconds(m.get("timestamp")),
+                });
+            }
+            for s in value
+                .get("statuses")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let id = s
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|id| !id.is_empty() && id.len() <= 512);
+                let status = s
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .and_then(parse_reported_status);
+                let (Some(id), Some(status)) = (id, status) else {
+                    out.skipped += 1;
+                    continue;
+                };
+                let error = (status == MessageStatus::Failed).then(|| {
+                    let first = s.get("errors").and_then(|e| e.get(0));
+                    let mut e = json!({
+                        "code": "delivery_failed",
+                        "message": first
+                            .and_then(|e| e.get("message").or_else(|| e.get("title")))
+                            .and_then(Value::as_str)
+                            .unwrap_or("The provider could not deliver the message."),
+                        "provider": "whatsapp_cloud",
+                        "provider_code": first.and_then(|e| e.get("code")).cloned(),
+                        "provider_details": first
+                            .and_then(|e| e.get("error_data"))
+                            .and_then(|d| d.get("details"))
+                            .cloned(),
+                    });
+                    strip_nul(&mut e);
+                    e
+                });
+                out.statuses.push(ParsedStatus {
+                    provider_message_id: id.replace('\0', ""),
+                    status,
+                    error,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::message::{Media, Template};
+
+    #[test]
+    fn payloads_follow_the_graph_api() {
+        let text = payload(
+            "4915123456789",
+            &Content::Text {
+                body: "hi".into(),
+                preview_url: false,
+            },
+        );
+        assert_eq!(
+            text,
+            json!({"messaging_product": "whatsapp", "recipient_type": "individual", "to": "4915123456789",
+                   "type": "text", "text": {"body": "hi", "preview_url": false}})
+        );
+        let doc = payload(
+            "1",
+            &Content::Media(Media {
+                media_type: MediaType::Document,
+                media_url: "https://x.test/a.pdf".into(),
+                caption: Some("c".into()),
+                file_name: Some("a.pdf".into()),
+            }),
+        );
+        assert_eq!(doc["type"], "document");
+        assert_eq!(
+            doc["document"],
+            json!({"link": "https://x.test/a.pdf", "caption": "c", "filename": "a.pdf"})
+        );
+        let image = payload(
+            "1",
+            &Content::Media(Media {
+                media_type: MediaType::Image,
+                media_url: "https://x.test/a.png".into(),
+                caption: None,
+                file_name: Some("ignored.png".into()),
+            }),
+        );
+        assert_eq!(image["image"], json!({"link": "https://x.test/a.png"}));
+        let template = payload(
+            "1",
+            &Content::Template(Template {
+                name: "order_update".into(),
+                language: "en_US".into(),
+                components: vec![json!({"type": "body", "parameters": []})],
+            }),
+        );
+        assert_eq!(template["template"]["language"], json!({"code": "en_US"}));
+        assert_eq!(template["template"]["components"][0]["type"], "body");
+    }
+
+    #[test]
+    fn answers_are_classified() {
+        let ok = read_send_answer(
+            200,
+            br#"{"messaging_product":"whatsapp","contacts":[{"input":"1","wa_id":"1"}],"messages":[{"id":"wamid.X"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.provider_message_id, "wamid.X");
+        assert!(matches!(
+            read_send_answer(200, b"{\"messages\": []}"),
+            Err(ProviderError::Unavailable(_))
+        ));
+        assert!(matches!(
+            read_send_answer(200, b"<html>"),
+            Err(ProviderError::Unavailable(_))
+        ));
+        assert!(matches!(
+            read_send_answer(503, b"{}"),
+            Err(ProviderError::Unavailable(_))
+        ));
+        assert!(matches!(
+            read_send_answer(429, b"{}"),
+            Err(ProviderError::Unavailable(_))
+        ));
+        assert!(matches!(
+            read_send_answer(
+                400,
+                br#"{"error":{"code":130429,"message":"Rate limit hit"}}"#
+            ),
+            Err(ProviderError::Unavailable(_))
+        ));
+        let rejected = read_send_answer(
+            400,
+            br#"{"error":{"message":"(#131026) Message undeliverable","type":"OAuthException","code":131026,
+                 "error_data":{"messaging_product":"whatsapp","details":"Receiver is incapable"},"fbtrace_id":"Az"}}"#,
+        )
+        .unwrap_err();
+        match rejected {
+            ProviderError::Rejected {
+                http_status,
+                code,
+                message,
+                details,
+            } => {
+                assert_eq!(http_status, 400);
+                assert_eq!(code, Some(json!(131026)));
+                assert_eq!(message, "(#131026) Message undeliverable");
+                assert_eq!(details["details"], "Receiver is incapable");
+                assert_eq!(details["fbtrace_id"], "Az");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            read_send_answer(401, b"not json"),
+            Err(ProviderError::Rejected {
+                http_status: 401,
+                code: None,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn signatures_are_checked_over_the_raw_body() {
+        let body = br#"{"object":"whatsapp_business_account"}"#;
+        let mut headers = HeaderMap::new();
+        headers.insert("x-hub-signature-256", sign("s3cret", body).parse().unwrap());
+        assert_eq!(verify_signature("s3cret", &headers, body), Ok(()));
+        assert!(verify_signature("other", &headers, body).is_err());
+        assert!(verify_signature("s3cret", &headers, b"{}").is_err());
+        assert!(verify_signature("s3cret", &HeaderMap::new(), body).is_err());
+        headers.insert("x-hub-signature-256", "sha256=zz".parse().unwrap());
+        assert!(verify_signature("s3cret", &headers, body).is_err());
+        headers.insert("x-hub-signature-256", "md5=00".parse().unwrap());
+        assert!(verify_signature("s3cret", &headers, body).is_err());
+    }
+
+    #[test]
+    fn handshake() {
+        let wa = WhatsappCloud::new(
+            reqwest::Client::new(),
+            Config {
+                verify_token: Some("vt".into()),
+                ..Default::default()
+            },
+        );
+        let q = |mode: &str, token: &str| {
+            HashMap::from([
+                ("hub.mode".to_owned(), mode.to_owned()),
+                ("hub.verify_token".to_owned(), token.to_owned()),
+                ("hub.challenge".to_owned(), "1158201444".to_owned()),
+            ])
+        };
+        assert_eq!(wa.handshake(&q("subscribe", "vt")), Ok("1158201444".into()));
+        assert!(wa.handshake(&q("subscribe", "wrong")).is_err());
+        assert!(wa.handshake(&q("unsubscribe", "vt")).is_err());
+        let unconfigured = WhatsappCloud::new(reqwest::Client::new(), Config::default());
+        assert!(unconfigured.handshake(&q("subscribe", "")).is_err());
+    }
+
+    #[test]
+    fn callbacks_are_parsed() {
+        let body = json!({
+            "object": "whatsapp_business_account",
+            "entry": [{"id": "WABA", "changes": [
+                {"field": "messages", "value": {
+                    "messaging_product": "whatsapp",
+                    "metadata": {"display_phone_number": "15550001111", "phone_number_id": "111"},
+                    "contacts": [{"profile": {"name": "Ada"}, "wa_id": "4915123456789"}],
+                    "messages": [
+                        {"from": "4915123456789", "id": "wamid.in1", "timestamp": "1786000000", "type": "text", "text": {"body": "hi"}},
+                        {"from": "4915123456789", "id": "wamid.in2", "timestamp": "1786000001", "type": "image",
+                         "image": {"id": "m1", "mime_type": "image/jpeg", "caption": "look"}},
+                        {"from": "4915123456789", "id": "wamid.in3", "timestamp": "1786000002", "type": "interactive",
+                         "interactive": {"type": "button_reply", "button_reply": {"id": "yes", "title": "Yes"}}},
+                        {"from": "not a phone", "id": "wamid.bad", "type": "text", "text": {"body": "x"}}
+                    ],
+                    "statuses": [
+                        {"id": "wamid.out", "status": "delivered", "timestamp": "1786000003", "recipient_id": "4915123456789"},
+                        {"id": "wamid.out2", "status": "failed", "timestamp": "1786000004", "recipient_id": "4915123456789",
+                         "errors": [{"code": 131047, "title": "Re-engagement message", "message": "Re-engagement message",
+                                     "error_data": {"details": "More than 24 hours have passed"}}]},
+                        {"id": "wamid.out3", "status": "deleted"}
+                    ]}},
+                {"field": "messages", "value": {"metadata": {"phone_number_id": "222"},
+                    "messages": [{"from": "4915123456789", "id": "wamid.other", "type": "text", "text": {"body": "x"}}]}},
+                {"field": "message_template_status_update", "value": {"event": "APPROVED"}}
+            ]}]
+        });
+        let parsed = parse_callback(Some("111"), body.to_string().as_bytes()).unwrap();
+        assert_eq!(parsed.messages.len(), 3);
+        assert_eq!(parsed.skipped, 4);
+        let first = &parsed.messages[0];
+        assert_eq!(first.provider_message_id, "wamid.in1");
+        assert_eq!(first.profile_name.as_deref(), Some("Ada"));
+        assert_eq!(first.content, json!({"body": "hi"}));
+        assert_eq!(first.sent_at.unwrap().millis(), 1_786_000_000_000);
+        assert!(matches!(&first.sender, InboundSender::Phone(p) if p.as_str() == "+4915123456789"));
+        assert_eq!(parsed.messages[1].message_type, MessageType::Media);
+        assert_eq!(parsed.messages[1].content["media_id"], "m1");
+        assert_eq!(parsed.messages[2].message_type, MessageType::Interactive);
+        assert_eq!(parsed.statuses.len(), 2);
+        assert_eq!(parsed.statuses[0].status, MessageStatus::Delivered);
+        let err = parsed.statuses[1].error.as_ref().unwrap();
+        assert_eq!(err["provider_code"], 131047);
+        assert_eq!(err["provider_details"], "More than 24 hours have passed");
+        // Without a configured phone number id, every number's changes are kept.
+        assert_eq!(
+            parse_callback(None, body.to_string().as_bytes())
+                .unwrap()
+                .messages
+                .len(),
+            4
+        );
+        assert!(parse_callback(None, b"[1]").is_err());
+        assert!(parse_callback(None, b"{").is_err());
+        assert_eq!(
+            parse_callback(None, b"{}").unwrap(),
+            ParsedCallback::default()
+        );
+    }
+}

@@ -1,0 +1,389 @@
+//! Fake messaging providers for black-box tests: a WhatsApp Cloud API (Graph) server and a
+//! Telegram Bot API server, each an axum server on a random port that speaks the real protocol
+//! (paths, bearer token / token in the path, request bodies, answer shapes, error bodies),
+//! records what it received, and can be told how to answer the next requests: normally, 503,
+//! a provider rejection, malformed JSON, or held until released (a slow provider).
+
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use tokio::sync::{Mutex, Notify, Semaphore};
+
+/// How the fake answers one request.
+#[derive(Clone, Debug)]
+pub enum Behaviour {
+    /// A normal, successful answer.
+    Accept,
+    /// HTTP 503 with a provider error body.
+    Unavailable,
+    /// A 4xx with the provider's error body (Graph: `{"error": {...}}`; Telegram:
+    /// `{"ok": false, ...}`).
+    Reject {
+        status: u16,
+        code: i64,
+        message: String,
+        details: Option<String>,
+    },
+    /// HTTP 200 with a body that is not JSON.
+    Malformed,
+    /// Waits until [`Fake::release`] (or forever), then answers normally.
+    Hold,
+}
+
+/// One request the fake received.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub path: String,
+    pub authorization: Option<String>,
+    pub body: Value,
+}
+
+struct Inner {
+    script: Mutex<VecDeque<Behaviour>>,
+    received: Mutex<Vec<Received>>,
+    counter: AtomicU64,
+    arrived: Notify,
+    arrivals: AtomicU64,
+    release: Semaphore,
+    token: String,
+}
+
+/// A running fake provider.
+#[derive(Clone)]
+pub struct Fake {
+    /// The base URL to configure as the channel's `api_base_url`.
+    pub base_url: String,
+    inner: Arc<Inner>,
+}
+
+impl Fake {
+    async fn start(router: fn(Arc<Inner>) -> Router, token: &str, prefix: &str) -> Fake {
+        let inner = Arc::new(Inner {
+            script: Mutex::new(VecDeque::new()),
+            received: Mutex::new(Vec::new()),
+            counter: AtomicU64::new(0),
+            arrived: Notify::new(),
+            arrivals: AtomicU64::new(0),
+            release: Semaphore::new(0),
+            token: token.to_owned(),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = router(inner.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Fake {
+            base_url: format!("http://{addr}{prefix}"),
+            inner,
+        }
+    }
+
+    /// A WhatsApp Cloud API server that accepts `access_token` as the bearer token. Its base URL
+    /// ends with `/v21.0`, like the real one.
+    pub async fn graph(access_token: &str) -> Fake {
+        Fake::start(graph_router, access_token, "/v21.0").await
+    }
+
+    /// A Telegram Bot API server that accepts `bot_token` in the path.
+    pub async fn telegram(bot_token: &str) -> Fake {
+        Fake::start(telegram_router, bot_token, "").await
+    }
+
+    /// Queues how the next requests are answered (afterwards: normally).
+    pub async fn then(&self, b: Behaviour) {
+        self.inner.script.lock().await.push_back(b);
+    }
+
+    /// Every request received so far.
+    pub async fn received(&self) -> Vec<Received> {
+        self.inner.received.lock().await.clone()
+    }
+
+    /// How many requests arrived so far.
+    pub fn arrivals(&self) -> u64 {
+        self.inner.arrivals.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` requests have arrived (held ones included).
+    pub async fn wait_for_arrivals(&self, n: u64) {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let notified = self.inner.arrived.notified();
+                if self.arrivals() >= n {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await
+        .expect("the request reaches the fake provider");
+    }
+
+    /// Lets one held request answer.
+    pub fn release(&self) {
+        self.inner.release.add_permits(1);
+    }
+}
+
+async fn arrive(inner: &Arc<Inner>, path: String, headers: &HeaderMap, body: &Bytes) -> Behaviour {
+    let value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    inner.received.lock().await.push(Received {
+        path,
+        authorization: headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        body: value,
+    });
+    let behaviour = inner
+        .script
+        .lock()
+        .await
+        .pop_front()
+        .unwrap_or(Behaviour::Accept);
+    inner.arrivals.fetch_add(1, Ordering::SeqCst);
+    inner.arrived.notify_waiters();
+    if let Behaviour::Hold = behaviour {
+        inner.release.acquire().await.unwrap().forget();
+        return Behaviour::Accept;
+    }
+    behaviour
+}
+
+fn json_response(status: u16, body: Value) -> Response {
+    (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response()
+}
+
+// ---------------------------------------------------------------------------------------------
+// WhatsApp Cloud API
+
+fn graph_error(status: u16, code: i64, message: &str, details: Option<&str>) -> Response {
+    let mut error = json!({
+        "message": message,
+        "type": "OAuthException",
+        "code": code,
+        "fbtrace_id": "AbCdEfFake",
+    });
+    if let Some(d) = details {
+        error["error_data"] = json!({ "messaging_product": "whatsapp", "details": d });
+    }
+    json_response(status, json!({ "error": error }))
+}
+
+/// What the Graph API checks of a send body; `Err` is a (#100) invalid parameter.
+fn check_graph_body(body: &Value) -> Result<(), String> {
+    if body["messaging_product"] != "whatsapp" {
+        return Err("messaging_product must be whatsapp".into());
+    }
+    let to = body["to"].as_str().ok_or("to is required")?;
+    if to.is_empty() || !to.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("to must be digits".into());
+    }
+    let kind = body["type"].as_str().ok_or("type is required")?;
+    let obj = &body[kind];
+    match kind {
+        "text" => {
+            obj["body"].as_str().ok_or("text.body is required")?;
+        }
+        "interactive" => {
+            obj["type"].as_str().ok_or("interactive.type is required")?;
+            obj["body"]["text"]
+                .as_str()
+                .ok_or("interactive.body.text is required")?;
+        }
+        "image" | "document" | "audio" | "video" | "sticker" => {
+            obj["link"].as_str().ok_or("link is required")?;
+        }
+        "template" => {
+            obj["name"].as_str().ok_or("template.name is required")?;
+            obj["language"]["code"]
+                .as_str()
+                .ok_or("template.language.code is required")?;
+        }
+        other => return Err(format!("unknown type {other}")),
+    }
+    Ok(())
+}
+
+fn graph_router(inner: Arc<Inner>) -> Router {
+    async fn messages(
+        State(inner): State<Arc<Inner>>,
+        Path((version, phone_number_id)): Path<(String, String)>,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Response {
+        let path = format!("/{version}/{phone_number_id}/messages");
+        let behaviour = arrive(&inner, path, &headers, &body).await;
+        let expected = format!("Bearer {}", inner.token);
+        if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(expected.as_str()) {
+            return graph_error(401, 190, "Invalid OAuth access token.", None);
+        }
+        let Ok(value) = serde_json::from_slice::<Value>(&body) else {
+            return graph_error(400, 100, "(#100) The parameter body is invalid JSON", None);
+        };
+        if let Err(why) = check_graph_body(&value) {
+            return graph_error(400, 100, &format!("(#100) Invalid parameter: {why}"), None);
+        }
+        match behaviour {
+            Behaviour::Accept | Behaviour::Hold => {
+                let n = inner.counter.fetch_add(1, Ordering::SeqCst) + 1;
+                let to = value["to"].clone();
+                json_response(
+                    200,
+                    json!({
+                        "messaging_product": "whatsapp",
+                        "contacts": [{ "input": to, "wa_id": to }],
+                        "messages": [{ "id": format!("wamid.FAKE{n:06}"), "message_status": "accepted" }],
+                    }),
+                )
+            }
+            Behaviour::Unavailable => graph_error(503, 2, "Service temporarily unavailable", None),
+            Behaviour::Reject {
+                status,
+                code,
+                message,
+                details,
+            } => graph_error(status, code, &message, details.as_deref()),
+            Behaviour::Malformed => (StatusCode::OK, "<html>not json</html>").into_response(),
+        }
+    }
+    Router::new()
+        .route("/{version}/{phone_number_id}/messages", post(messages))
+        .with_state(inner)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Telegram Bot API
+
+fn telegram_error(status: u16, code: i64, description: &str) -> Response {
+    json_response(
+        status,
+        json!({ "ok": false, "error_code": code, "description": description }),
+    )
+}
+
+fn telegram_router(inner: Arc<Inner>) -> Router {
+    async fn method(
+        State(inner): State<Arc<Inner>>,
+        Path((bot, method)): Path<(String, String)>,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Response {
+        let behaviour = arrive(&inner, format!("/{bot}/{method}"), &headers, &body).await;
+        if bot != format!("bot{}", inner.token) {
+            return telegram_error(401, 401, "Unauthorized");
+        }
+        let Ok(value) = serde_json::from_slice::<Value>(&body) else {
+            return telegram_error(400, 400, "Bad Request: invalid JSON");
+        };
+        let chat_id = value["chat_id"].clone();
+        if chat_id.is_null() {
+            return telegram_error(400, 400, "Bad Request: chat_id is empty");
+        }
+        let required = match method.as_str() {
+            "sendMessage" => "text",
+            "sendPhoto" => "photo",
+            "sendDocument" => "document",
+            "sendAudio" => "audio",
+            "sendVideo" => "video",
+            "sendSticker" => "sticker",
+            _ => return telegram_error(404, 404, "Not Found: method not found"),
+        };
+        if value[required].as_str().is_none_or(str::is_empty) {
+            return telegram_error(400, 400, &format!("Bad Request: {required} is empty"));
+        }
+        match behaviour {
+            Behaviour::Accept | Behaviour::Hold => {
+                let n = inner.counter.fetch_add(1, Ordering::SeqCst) + 1;
+                json_response(
+                    200,
+                    json!({ "ok": true, "result": {
+                        "message_id": n,
+                        "date": 1_786_000_000,
+                        "chat": { "id": chat_id, "type": "private" },
+                    }}),
+                )
+            }
+            Behaviour::Unavailable => telegram_error(502, 502, "Bad Gateway"),
+            Behaviour::Reject {
+                status,
+                code,
+                message,
+                ..
+            } => telegram_error(status, code, &message),
+            Behaviour::Malformed => (StatusCode::OK, "not json").into_response(),
+        }
+    }
+    Router::new()
+        .route("/{bot}/{method}", post(method))
+        .with_state(inner)
+}
+
+/// `sha256=<hex HMAC-SHA256(body, app_secret)>`, as Meta signs webhooks.
+pub fn hub_signature(app_secret: &str, body: &[u8]) -> String {
+    use hmac::{Hmac, Mac};
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(app_secret.as_bytes()).unwrap();
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// A WhatsApp Cloud API webhook body with inbound messages and statuses.
+pub fn wa_webhook(phone_number_id: &str, messages: Vec<Value>, statuses: Vec<Value>) -> Value {
+    let contacts: Vec<Value> = messages
+        .iter()
+        .map(|m| json!({ "profile": { "name": "Ada Lovelace" }, "wa_id": m["from"] }))
+        .collect();
+    let mut value = json!({
+        "messaging_product": "whatsapp",
+        "metadata": { "display_phone_number": "15550001111", "phone_number_id": phone_number_id },
+    });
+    if !messages.is_empty() {
+        value["contacts"] = json!(contacts);
+        value["messages"] = json!(messages);
+    }
+    if !statuses.is_empty() {
+        value["statuses"] = json!(statuses);
+    }
+    json!({
+        "object": "whatsapp_business_account",
+        "entry": [{ "id": "WABA_ID", "changes": [{ "field": "messages", "value": value }] }],
+    })
+}
+
+/// One inbound text message of a WhatsApp webhook.
+pub fn wa_text(from_digits: &str, wamid: &str, unix_seconds: i64, text: &str) -> Value {
+    json!({
+        "from": from_digits,
+        "id": wamid,
+        "timestamp": unix_seconds.to_string(),
+        "type": "text",
+        "text": { "body": text },
+    })
+}
+
+/// One status update of a WhatsApp webhook.
+pub fn wa_status(wamid: &str, status: &str, recipient: &str) -> Value {
+    let mut s = json!({
+        "id": wamid,
+        "status": status,
+        "timestamp": "1786000000",
+        "recipient_id": recipient,
+    });
+    if status == "failed" {
+        s["errors"] = json!([{ "code": 131026, "title": "Message undeliverable",
+            "message": "Message undeliverable", "error_data": { "details": "Receiver is incapable" } }]);
+    }
+    s
+}
