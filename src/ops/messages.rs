@@ -347,7 +347,7 @@ pub async fn provider_for(
         ChannelType::Sandbox | ChannelType::LeadIngestion => Value::Null,
         _ => super::channels::provider_config(store, secrets, channel.id).await?,
     };
-    Ok(providers.for_channel(channel.channel_type, &config))
+    Ok(providers.for_channel(channel.channel_type, &channel.identifier, &config))
 }
 
 /// Sends a message: chooses the channel, finds the recipient, checks the provider's and the

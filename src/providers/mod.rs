@@ -185,12 +185,18 @@ impl ProviderHub {
     }
 
     /// The adapter of a channel type with its decrypted configuration (`Null` when none).
-    pub fn for_channel(&self, channel_type: ChannelType, config: &Value) -> Box<dyn Provider> {
+    /// `identifier` is the channel's provider identifier (a fallback for settings that repeat it).
+    pub fn for_channel(
+        &self,
+        channel_type: ChannelType,
+        identifier: &str,
+        config: &Value,
+    ) -> Box<dyn Provider> {
         match channel_type {
             ChannelType::Sandbox => Box::new(sandbox::Sandbox),
             ChannelType::WhatsappCloud => Box::new(whatsapp_cloud::WhatsappCloud::new(
                 self.http.clone(),
-                whatsapp_cloud::Config::from_json(config),
+                whatsapp_cloud::Config::from_json(config, Some(identifier)),
             )),
             ChannelType::Telegram => Box::new(telegram::Telegram::new(
                 self.http.clone(),

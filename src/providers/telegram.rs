@@ -71,18 +71,21 @@ impl std::fmt::Debug for Config {
 
 impl Config {
     pub fn from_json(config: &Value) -> Config {
-        let get = |k: &str| {
-            config
-                .get(k)
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
+        // The documented name first, then accepted aliases.
+        let get = |keys: &[&str]| {
+            keys.iter().find_map(|k| {
+                config
+                    .get(*k)
+                    .and_then(Value::as_str)
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+            })
         };
         Config {
-            bot_token: get("bot_token"),
-            secret_token: get("secret_token"),
-            api_base_url: get("api_base_url"),
+            bot_token: get(&["bot_token", "token"]),
+            secret_token: get(&["secret_token", "webhook_secret"]),
+            api_base_url: get(&["api_base_url", "base_url"]),
         }
     }
 }

@@ -56,22 +56,29 @@ impl std::fmt::Debug for Config {
     }
 }
 
-fn setting(config: &Value, key: &str) -> Option<String> {
-    match config.get(key)? {
+/// The first of `keys` that is set (the documented name first, then accepted aliases).
+fn setting(config: &Value, keys: &[&str]) -> Option<String> {
+    keys.iter().find_map(|key| match config.get(*key)? {
         Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
         Value::Number(n) => Some(n.to_string()),
         _ => None,
-    }
+    })
 }
 
 impl Config {
-    pub fn from_json(config: &Value) -> Config {
+    /// Reads the configuration. `identifier` (the channel's provider identifier) stands in for
+    /// a missing `phone_number_id`: for WhatsApp Cloud channels they are the same id.
+    pub fn from_json(config: &Value, identifier: Option<&str>) -> Config {
         Config {
-            phone_number_id: setting(config, "phone_number_id"),
-            access_token: setting(config, "access_token"),
-            app_secret: setting(config, "app_secret"),
-            verify_token: setting(config, "verify_token"),
-            api_base_url: setting(config, "api_base_url"),
+            phone_number_id: setting(config, &["phone_number_id"]).or_else(|| {
+                identifier
+                    .filter(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+                    .map(str::to_owned)
+            }),
+            access_token: setting(config, &["access_token", "token"]),
+            app_secret: setting(config, &["app_secret"]),
+            verify_token: setting(config, &["verify_token"]),
+            api_base_url: setting(config, &["api_base_url", "base_url", "graph_api_base_url"]),
         }
     }
 }
