@@ -30,9 +30,11 @@ pub mod conformance;
 mod postgres;
 mod sqlite;
 pub mod types;
+pub mod webhooks;
 
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
+pub use webhooks::WebhookStore;
 
 /// A storage failure, the same on both backends.
 #[derive(Debug, thiserror::Error)]
@@ -291,9 +293,15 @@ pub trait EventStore: Send + Sync {
 }
 
 /// The whole storage interface.
-pub trait Store: SystemStore + OrgStore + ChannelStore + KeyStore + EventStore {}
+pub trait Store:
+    SystemStore + OrgStore + ChannelStore + KeyStore + EventStore + WebhookStore
+{
+}
 
-impl<T> Store for T where T: SystemStore + OrgStore + ChannelStore + KeyStore + EventStore {}
+impl<T> Store for T where
+    T: SystemStore + OrgStore + ChannelStore + KeyStore + EventStore + WebhookStore
+{
+}
 
 pub type SharedStore = Arc<dyn Store>;
 

@@ -70,6 +70,13 @@ impl PgStore {
 pub(super) mod dialect {
     /// Serializes changes to one organization's rows (slug derivation, default channel).
     pub const LOCK_ORG: &str = "SELECT id FROM organizations WHERE id = $1 FOR UPDATE";
+    /// Appended to the dispatcher's claim query: rows another instance is claiming are skipped.
+    pub const SKIP_LOCKED: &str = " FOR UPDATE SKIP LOCKED";
+    /// Appended to a SELECT that locks one endpoint row for the rest of the transaction
+    /// (without blocking inserts of deliveries that reference it).
+    pub const FOR_NO_KEY_UPDATE: &str = " FOR NO KEY UPDATE";
+    /// Wakes the dispatchers of every instance (`LISTEN switchboard_deliveries`) on commit.
+    pub const NOTIFY_DELIVERIES: &str = "SELECT pg_notify('switchboard_deliveries', '')";
 }
 
 #[allow(clippy::duplicate_mod)]

@@ -90,6 +90,14 @@ impl SqliteStore {
 pub(super) mod dialect {
     /// Serializes changes to one organization's rows (SQLite: writers are serialized anyway).
     pub const LOCK_ORG: &str = "SELECT id FROM organizations WHERE id = $1";
+    /// Appended to the dispatcher's claim query (SQLite: writers are serialized, `BEGIN
+    /// IMMEDIATE` makes the claim atomic across processes).
+    pub const SKIP_LOCKED: &str = "";
+    /// Appended to a SELECT that locks one endpoint row for the rest of the transaction.
+    pub const FOR_NO_KEY_UPDATE: &str = "";
+    /// Wakes the dispatchers of other instances when deliveries are written (none on SQLite:
+    /// they poll).
+    pub const NOTIFY_DELIVERIES: &str = "";
 }
 
 #[allow(clippy::duplicate_mod)]

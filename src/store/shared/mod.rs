@@ -10,6 +10,7 @@ mod events;
 mod keys;
 mod orgs;
 mod system;
+mod webhooks;
 
 #[allow(unused_imports)]
 pub(super) use super::{Backend, Db, dialect};
