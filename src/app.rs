@@ -121,6 +121,7 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         limiter: limiter.clone(),
         key_touches: Default::default(),
         metrics: crate::telemetry::metrics_handle(),
+        webhook_lookup: crate::webhooks::url_safety::system_lookup(),
     });
 
     if demo {
@@ -159,7 +160,7 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Background work of `serve`: periodic purge (and, once built, the webhook dispatcher).
+/// Background work of `serve`: the periodic purge and the webhook dispatcher.
 fn spawn_background(
     rt: &Runtime,
     limiter: &Arc<RateLimiter>,
@@ -169,16 +170,28 @@ fn spawn_background(
     let interval = rt.config.purge_interval;
     let limiter = limiter.clone();
     let stop = shutdown.clone();
+    let purge = crate::webhooks::purge::Purge::new(rt);
     tasks.spawn(async move {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = tick.tick() => limiter.prune(),
+                _ = tick.tick() => {
+                    limiter.prune();
+                    purge.run(&stop).await;
+                }
             }
         }
     });
+
+    let dispatcher = crate::webhooks::dispatcher::Dispatcher::new(
+        &rt.config,
+        rt.store.clone(),
+        rt.secrets.clone(),
+        rt.clock.clone(),
+    );
+    tasks.spawn(dispatcher.run(shutdown.clone()));
 }
 
 async fn wait_for_signal() {

@@ -15,6 +15,7 @@ pub mod query;
 pub mod rate_limit;
 pub mod request_id;
 pub mod state;
+pub mod webhooks;
 
 use std::any::Any;
 
@@ -31,6 +32,7 @@ pub use state::{AppInner, AppState};
 fn authenticated_routes(state: &AppState) -> Router<AppState> {
     Router::new()
         .merge(channels::router())
+        .merge(webhooks::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,

@@ -24,6 +24,7 @@ use super::state::AppState;
     components(schemas(ErrorBody, ErrorObject, crate::domain::FieldError, crate::domain::channel::ChannelIdentity)),
     tags(
         (name = "channels", description = "Messaging channels."),
+        (name = "webhooks", description = "The event catalogue, webhook endpoints and the delivery ledger."),
         (name = "operations", description = "Health, readiness, metrics and this document.")
     )
 )]
@@ -34,6 +35,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = BaseApi::openapi();
     for part in [
         super::channels::ChannelsApi::openapi(),
+        super::webhooks::WebhooksApi::openapi(),
         super::health::HealthApi::openapi(),
         OpenApiDocApi::openapi(),
     ] {

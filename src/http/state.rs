@@ -24,6 +24,8 @@ pub struct AppInner {
     /// When each key's `last_used_at` was last written by this process (ms), to write it at
     /// most once a minute per key.
     pub key_touches: DashMap<i64, i64>,
+    /// The DNS look-up used to check webhook endpoint URLs on create and update.
+    pub webhook_lookup: crate::webhooks::url_safety::Lookup,
     /// Renders `/metrics`.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }

@@ -4,6 +4,7 @@
 pub mod channels;
 pub mod keys;
 pub mod orgs;
+pub mod webhooks;
 
 use crate::store::StoreError;
 

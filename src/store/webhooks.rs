@@ -207,6 +207,8 @@ pub struct ClaimedEndpoint {
 #[derive(Clone, Debug)]
 pub struct ClaimedDelivery {
     pub id: i64,
+    /// The claim's token (needed to record the outcome).
+    pub token: Uuid,
     pub uuid: Uuid,
     pub org_id: i64,
     /// The one-based number of the attempt to make now.

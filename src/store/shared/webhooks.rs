@@ -927,6 +927,7 @@ impl WebhookStore for Backend {
                 };
                 Ok(ClaimedDelivery {
                     id: r.id,
+                    token: req.token,
                     uuid: r.uuid,
                     org_id: r.org_id,
                     attempt: r.attempts,
