@@ -285,7 +285,11 @@ pub async fn get_endpoint(
     Ok(Json(EndpointOut::from(&e)))
 }
 
-fn not_null<T>(v: Option<Option<T>>, field: &str, errors: &mut crate::domain::ValidationErrors) -> Option<T> {
+fn not_null<T>(
+    v: Option<Option<T>>,
+    field: &str,
+    errors: &mut crate::domain::ValidationErrors,
+) -> Option<T> {
     match v {
         Some(Some(v)) => Some(v),
         Some(None) => {
@@ -330,8 +334,14 @@ pub async fn update_endpoint(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
-    let e = ops::update_endpoint(&deps(&state), principal.org_id, uuid, input, principal.actor())
-        .await?;
+    let e = ops::update_endpoint(
+        &deps(&state),
+        principal.org_id,
+        uuid,
+        input,
+        principal.actor(),
+    )
+    .await?;
     Ok(Json(EndpointOut::from(&e)))
 }
 
@@ -590,8 +600,16 @@ fn delivery_query(p: &DeliveryParams) -> ApiResult<(DeliveryQuery, PageRequest)>
             })
         })
         .transpose()?;
-    let since = p.since.as_deref().map(|t| parse_time("since", t)).transpose()?;
-    let until = p.until.as_deref().map(|t| parse_time("until", t)).transpose()?;
+    let since = p
+        .since
+        .as_deref()
+        .map(|t| parse_time("since", t))
+        .transpose()?;
+    let until = p
+        .until
+        .as_deref()
+        .map(|t| parse_time("until", t))
+        .transpose()?;
     Ok((
         DeliveryQuery {
             status,
@@ -711,7 +729,9 @@ pub fn router() -> Router<AppState> {
         )
         .route(
             &format!("{BASE}/webhook-endpoints/{{uuid}}"),
-            get(get_endpoint).put(update_endpoint).delete(delete_endpoint),
+            get(get_endpoint)
+                .put(update_endpoint)
+                .delete(delete_endpoint),
         )
         .route(
             &format!("{BASE}/webhook-endpoints/{{uuid}}/rotate-secret"),

@@ -128,13 +128,17 @@ impl Checker {
 
     async fn url(&mut self, raw: &str, deps: &Deps<'_>) -> Option<url::Url> {
         match url_safety::check_url(raw, deps.policy) {
-            Ok(u) => match url_safety::check_resolution(&u, deps.policy, deps.lookup, RESOLVE_TIMEOUT).await {
-                Ok(()) => Some(u),
-                Err(UrlError::Unsafe(m) | UrlError::Invalid(m)) => {
-                    self.unsafe_url = Some(m);
-                    None
+            Ok(u) => {
+                match url_safety::check_resolution(&u, deps.policy, deps.lookup, RESOLVE_TIMEOUT)
+                    .await
+                {
+                    Ok(()) => Some(u),
+                    Err(UrlError::Unsafe(m) | UrlError::Invalid(m)) => {
+                        self.unsafe_url = Some(m);
+                        None
+                    }
                 }
-            },
+            }
             Err(UrlError::Invalid(issue)) => {
                 self.errors.add("url", issue);
                 None

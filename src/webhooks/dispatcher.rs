@@ -273,7 +273,8 @@ impl Dispatcher {
                     response_status: None,
                     error_code: Some("attempt_interrupted".into()),
                     error_message: Some(
-                        "The instance shut down during this attempt; the delivery was handed back.".into(),
+                        "The instance shut down during this attempt; the delivery was handed back."
+                            .into(),
                     ),
                     response_body_excerpt: None,
                 },
@@ -391,19 +392,28 @@ impl Dispatcher {
                 );
             }
         };
-        let secret = match self.secrets.open(&endpoint.sealed_secret, AAD_SIGNING_SECRET) {
+        let secret = match self
+            .secrets
+            .open(&endpoint.sealed_secret, AAD_SIGNING_SECRET)
+        {
             Ok(s) => String::from_utf8_lossy(&s).into_owned(),
             Err(e) => {
                 tracing::error!(endpoint_uuid = %endpoint.uuid, error = %e, "cannot open a signing secret");
                 return AttemptResult::error(
                     "secret_unavailable",
-                    "The endpoint's signing secret could not be read; the attempt was not made.".into(),
+                    "The endpoint's signing secret could not be read; the attempt was not made."
+                        .into(),
                 );
             }
         };
         let body = match serde_json::to_vec(&d.event.envelope()) {
             Ok(b) => b,
-            Err(e) => return AttemptResult::error("internal_error", format!("cannot encode the event: {e}")),
+            Err(e) => {
+                return AttemptResult::error(
+                    "internal_error",
+                    format!("cannot encode the event: {e}"),
+                );
+            }
         };
         let timestamp = self.clock.now().unix_seconds();
         let mut req = self.client.post(url);
@@ -459,7 +469,10 @@ impl Dispatcher {
             ),
             _ => (
                 Some("http_error"),
-                Some(format!("The endpoint answered {} {reason}.", status.as_u16())),
+                Some(format!(
+                    "The endpoint answered {} {reason}.",
+                    status.as_u16()
+                )),
             ),
         };
         AttemptResult {
@@ -610,7 +623,10 @@ fn classify_transport(e: &reqwest::Error) -> (&'static str, String) {
         .chars()
         .take(400)
         .collect::<String>();
-    ("connection_failed", format!("Could not get an answer: {detail}."))
+    (
+        "connection_failed",
+        format!("Could not get an answer: {detail}."),
+    )
 }
 
 /// PostgreSQL: wakes the dispatcher when any instance commits deliveries.

@@ -52,7 +52,11 @@ impl Purge {
         }
         if deliveries > 0 || events > 0 {
             metrics::counter!("webhook_deliveries_purged_total").increment(deliveries);
-            tracing::info!(deliveries, events, "purged webhook deliveries and events past their retention");
+            tracing::info!(
+                deliveries,
+                events,
+                "purged webhook deliveries and events past their retention"
+            );
         }
     }
 }

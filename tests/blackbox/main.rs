@@ -4,3 +4,5 @@
 mod support;
 
 mod foundation;
+mod receivers;
+mod webhooks;

@@ -42,7 +42,7 @@ pub(crate) struct FanOut {
 
 impl FanOut {
     async fn targets(&mut self, conn: &mut Conn, org_id: i64) -> StoreResult<&[Target]> {
-        if !self.targets.contains_key(&org_id) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.targets.entry(org_id) {
             let rows: Vec<(i64, Uuid, String, Json<Vec<String>>)> = sqlx::query_as(
                 "SELECT id, uuid, url, events FROM webhook_endpoints
                  WHERE org_id = $1 AND status = 'active' AND deleted_at IS NULL ORDER BY id",
@@ -50,16 +50,16 @@ impl FanOut {
             .bind(org_id)
             .fetch_all(&mut *conn)
             .await?;
-            let targets = rows
-                .into_iter()
-                .map(|(id, uuid, url, events)| Target {
-                    id,
-                    uuid,
-                    url,
-                    events: events.0,
-                })
-                .collect();
-            self.targets.insert(org_id, targets);
+            slot.insert(
+                rows.into_iter()
+                    .map(|(id, uuid, url, events)| Target {
+                        id,
+                        uuid,
+                        url,
+                        events: events.0,
+                    })
+                    .collect(),
+            );
         }
         Ok(&self.targets[&org_id])
     }
