@@ -76,6 +76,7 @@ pub async fn postgres() -> Option<TestStore> {
     })
 }
 
+#[allow(unused_macros)]
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => { $(
         mod $name {
@@ -501,3 +502,6 @@ fn both_backends_have_the_same_migrations() {
         "every migration exists for both backends, with the same name"
     );
 }
+
+#[path = "conformance_webhooks.rs"]
+mod webhooks;
