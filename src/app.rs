@@ -153,8 +153,14 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         }
     }
     tasks.close();
-    if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
-        tracing::warn!("background tasks still running after {grace:?}; exiting");
+    // The webhook dispatcher waits `grace` for attempts in flight, then hands the rest back;
+    // give it time to record that.
+    let tasks_grace = grace + crate::webhooks::dispatcher::HANDBACK_TIME;
+    if tokio::time::timeout(tasks_grace, tasks.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("background tasks still running after {tasks_grace:?}; exiting");
     }
     tracing::info!("stopped");
     Ok(())

@@ -44,6 +44,8 @@ use super::url_safety::{self, DnsFailure, Policy, SafeResolver, UnsafeTarget};
 
 /// How long a lease outlives the attempt's own time limit (time to record the outcome).
 pub const LEASE_MARGIN: Duration = Duration::from_secs(10);
+/// How long, after the grace period, interrupted attempts have to hand their deliveries back.
+pub const HANDBACK_TIME: Duration = Duration::from_secs(5);
 /// The most deliveries claimed in one transaction.
 pub const CLAIM_BATCH: usize = 100;
 /// How much of a response body is read (the rest is not read).
@@ -198,7 +200,7 @@ impl Dispatcher {
                 "attempts still in flight after the grace period; handing their deliveries back"
             );
             hard_stop.cancel();
-            let _ = tokio::time::timeout(Duration::from_secs(5), attempts.wait()).await;
+            let _ = tokio::time::timeout(HANDBACK_TIME, attempts.wait()).await;
         }
         tracing::info!("webhook dispatcher stopped");
     }

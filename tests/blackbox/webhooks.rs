@@ -43,6 +43,8 @@ both_backends!(
     kill_9_with_deliveries_pending_loses_nothing,
     two_instances_deliver_each_attempt_once,
     sigterm_lets_attempts_in_flight_finish,
+    sigterm_hands_back_attempts_that_outlast_the_grace_period,
+    the_dispatcher_wakes_at_once,
     old_deliveries_are_purged,
 );
 
@@ -1423,13 +1425,25 @@ async fn disabled_endpoints_hold_deliveries_until_re_enabled(backend: Backend) {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(rx.requests("/ep").len(), 2);
     assert_eq!(api.delivery(&id).await["attempts"], 2);
+    // A test event still reaches a disabled endpoint (to check it before re-enabling).
+    let (test_id, _) = api.test(&ep.uuid).await;
+    api.wait_status(&test_id, "delivered").await;
+    assert_eq!(api.get_endpoint(&ep.uuid).await["status"], "disabled");
+    assert_eq!(api.delivery(&id).await["attempts"], 2, "still held");
     // Re-enabling sends it at once.
     api.put(&ep.uuid, json!({"status": "active"}))
         .await
         .expect(200);
     let d = api.wait_status(&id, "delivered").await;
     assert_eq!(d["attempts"], 3);
-    assert_eq!(rx.requests("/ep")[2].attempt(), 3);
+    let last = rx
+        .requests("/ep")
+        .into_iter()
+        .find(|r| r.delivery() == id && r.attempt() == 3);
+    assert!(
+        last.is_some(),
+        "attempt 3 of the held delivery reached the receiver"
+    );
 }
 
 async fn rotating_the_secret_changes_the_signature(backend: Backend) {
@@ -2095,4 +2109,94 @@ async fn old_deliveries_are_purged(backend: Backend) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(api.list("").await.expect(200).body["data"], json!([]));
+}
+
+async fn sigterm_hands_back_attempts_that_outlast_the_grace_period(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let settings = with(&[
+        ("SWITCHBOARD_SHUTDOWN_GRACE", "1s"),
+        ("SWITCHBOARD_WEBHOOK_TIMEOUT", "30s"),
+    ]);
+    let mut server = env.start(&settings).await;
+    let api = Api::new(&server, &seed.key);
+    let rx = Receiver::start().await;
+    rx.script("/ep", vec![Behaviour::Hang]);
+    let ep = api.create(&rx.url("/ep"), &["*"]).await;
+    let (id, _) = api.test(&ep.uuid).await;
+    rx.wait_for("/ep", 1, WAIT).await;
+    drop(api);
+    let stopping = std::time::Instant::now();
+    assert_eq!(server.terminate().await, Some(0));
+    assert!(
+        stopping.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        stopping.elapsed()
+    );
+    assert!(
+        server.logs().contains("handing their deliveries back"),
+        "{}",
+        server.logs()
+    );
+    // The delivery was handed back due at once: the next instance delivers it without waiting
+    // for a lease (30 s + margin) to expire.
+    let restarted = std::time::Instant::now();
+    let server = env.start(&settings).await;
+    let api = Api::new(&server, &seed.key);
+    let d = api.wait_status(&id, "delivered").await;
+    assert!(restarted.elapsed() < Duration::from_secs(15));
+    assert_eq!(d["attempts"], 2);
+    assert_eq!(d["attempt_log"][0]["error_code"], "attempt_interrupted");
+    assert_eq!(d["attempt_log"][0]["duration_ms"], Value::Null);
+    assert_eq!(d["attempt_log"][1]["response_status"], 200);
+    assert_eq!(
+        api.get_endpoint(&ep.uuid).await["consecutive_failures"],
+        0,
+        "an interrupted attempt is not a failure"
+    );
+}
+
+async fn the_dispatcher_wakes_at_once(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    // With a one-minute poll, only wake-ups can explain prompt deliveries.
+    let server = env
+        .start(&with(&[
+            ("SWITCHBOARD_WEBHOOK_POLL_INTERVAL", "60s"),
+            ("SWITCHBOARD_WEBHOOK_RETRY_DELAYS", "300ms"),
+        ]))
+        .await;
+    let api = Api::new(&server, &seed.key);
+    let rx = Receiver::start().await;
+    rx.script("/ep", vec![Behaviour::Status(500)]);
+    let ep = api.create(&rx.url("/ep"), &["*"]).await;
+    // Written by this process: the commit wakes the dispatcher; the retry is due in 300 ms.
+    let start = std::time::Instant::now();
+    let (id, _) = api.test(&ep.uuid).await;
+    let d = api.wait_status(&id, "delivered").await;
+    assert_eq!(d["attempts"], 2);
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    if backend == Backend::Postgres {
+        // Written by another process (the admin tools): PostgreSQL NOTIFY wakes it. (On
+        // SQLite such rows are found by the poll.)
+        let start = std::time::Instant::now();
+        env.admin(&[
+            "key",
+            "create",
+            "--org",
+            &seed.org_id.to_string(),
+            "--scopes",
+            "channels:read",
+        ])
+        .await;
+        rx.wait_until(Duration::from_secs(20), |all| {
+            all.iter().any(|r| r.event() == "security.api_key_created")
+        })
+        .await;
+        assert!(start.elapsed() < Duration::from_secs(20));
+    }
 }
