@@ -22,6 +22,7 @@ conformance!(
     concurrent_claims_never_overlap,
     outcomes_update_deliveries_and_health,
     endpoints_are_disabled_at_the_threshold,
+    outcomes_are_recorded_in_batches,
     ledger_queries_retry_and_purge,
 );
 
@@ -971,4 +972,83 @@ async fn ledger_queries_retry_and_purge(s: SharedStore) {
     let (d, _) = s.purge_deliveries(t(250), 1000).await.unwrap();
     assert_eq!(d, 0);
     let _ = a;
+}
+
+async fn outcomes_are_recorded_in_batches(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let a = create(&s, org.id, "https://a.example.com/a", &["security.*"]).await;
+    let b = create(&s, org.id, "https://a.example.com/b", &["security.*"]).await;
+    for i in 0..4 {
+        emit(&s, org.id, "security.api_key_created", 100 + i).await;
+    }
+    let claimed = s.claim_deliveries(&claim(1000, 100, 100)).await.unwrap();
+    assert_eq!(claimed.len(), 8);
+    let on = |c: &ClaimedDelivery, e: &EndpointRecord| c.endpoint.as_ref().unwrap().id == e.id;
+    let mut outcomes = Vec::new();
+    let mut expected = Vec::new();
+    // a: three permanent failures (disabled at the third: disable_after = 3), then one more
+    // outcome recorded after the disabling in the same batch; b: delivered, plus a stale claim.
+    for c in claimed.iter().filter(|c| on(c, &a)) {
+        outcomes.push(outcome(c, 1100, Disposition::Failed, Some(400)));
+    }
+    let mut b_claims = claimed.iter().filter(|c| on(c, &b));
+    let b1 = b_claims.next().unwrap();
+    outcomes.push(outcome(b1, 1100, Disposition::Delivered, Some(200)));
+    let b2 = b_claims.next().unwrap();
+    let mut stale = outcome(b2, 1100, Disposition::Delivered, Some(200));
+    stale.token = Uuid::new_v4();
+    outcomes.push(stale);
+    // Out of order on purpose.
+    outcomes.reverse();
+    let results = s.record_attempts(outcomes.clone()).await.unwrap();
+    assert_eq!(results.len(), outcomes.len());
+    for (o, r) in outcomes.iter().zip(&results) {
+        let want = if o.token != claimed[0].token {
+            Recorded::LeaseLost
+        } else if o.disposition == Disposition::Delivered {
+            Recorded::Done {
+                status: DeliveryStatus::Delivered,
+                endpoint_disabled: false,
+            }
+        } else {
+            // Which of a's outcomes disables it depends on the order of recording; checked
+            // below through the counts.
+            r.clone()
+        };
+        expected.push(want);
+    }
+    assert_eq!(results, expected);
+    let disabling = results
+        .iter()
+        .filter(|r| {
+            matches!(
+                r,
+                Recorded::Done {
+                    endpoint_disabled: true,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(disabling, 1, "{results:?}");
+    let e = s.get_endpoint(org.id, a.uuid).await.unwrap();
+    assert_eq!(e.status, EndpointStatus::Disabled);
+    assert_eq!(e.consecutive_failures, 3, "counting stops once disabled");
+    let failed = s
+        .list_deliveries(
+            org.id,
+            &DeliveryQuery {
+                endpoint_uuid: Some(a.uuid),
+                status: Some(DeliveryStatus::Failed),
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed.len(), 4);
+    let (d, attempts, _) = s.get_delivery(org.id, b2.uuid).await.unwrap();
+    assert!(d.in_flight, "the stale claim recorded nothing");
+    assert!(attempts.is_empty());
+    assert_eq!(s.record_attempts(Vec::new()).await.unwrap(), Vec::new());
 }

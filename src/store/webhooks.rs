@@ -334,6 +334,9 @@ pub trait WebhookStore: Send + Sync {
     /// Records an attempt's outcome, if the claim still holds, with its effects on the
     /// delivery, the endpoint's health and the events it causes.
     async fn record_attempt(&self, outcome: AttemptOutcome) -> StoreResult<Recorded>;
+    /// Records several outcomes in one transaction (as `record_attempt` each); the results are
+    /// in the order of `outcomes`.
+    async fn record_attempts(&self, outcomes: Vec<AttemptOutcome>) -> StoreResult<Vec<Recorded>>;
     /// When the next delivery becomes due (`None`: nothing scheduled).
     async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>>;
     /// Deletes up to `batch` deliveries created before `cutoff` (with their attempts), then up

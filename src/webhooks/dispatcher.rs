@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
@@ -46,6 +46,8 @@ use super::url_safety::{self, DnsFailure, Policy, SafeResolver, UnsafeTarget};
 pub const LEASE_MARGIN: Duration = Duration::from_secs(10);
 /// How long, after the grace period, interrupted attempts have to hand their deliveries back.
 pub const HANDBACK_TIME: Duration = Duration::from_secs(5);
+/// The most outcomes recorded in one transaction.
+pub const RECORD_BATCH: usize = 64;
 /// The most deliveries claimed in one transaction.
 pub const CLAIM_BATCH: usize = 100;
 /// How much of a response body is read (the rest is not read).
@@ -71,9 +73,13 @@ pub struct Dispatcher {
     poll_interval: Duration,
     grace: Duration,
     global: Arc<Semaphore>,
+    capacity: usize,
+    /// Notified when an attempt finishes (a slot is free).
+    freed: Notify,
     in_flight: Mutex<HashMap<i64, usize>>,
     wake: Arc<Notify>,
     postgres_url: Option<String>,
+    recorder: mpsc::UnboundedSender<ToRecord>,
 }
 
 /// The delivery HTTP client: safe resolver, no redirects, no proxy, HTTP/1.1.
@@ -102,7 +108,10 @@ impl Dispatcher {
         let policy = Policy {
             allow_private: config.webhook_allow_private_targets,
         };
+        let (recorder_tx, recorder_rx) = mpsc::unbounded_channel();
+        tokio::spawn(recorder(store.clone(), recorder_rx));
         Arc::new(Dispatcher {
+            recorder: recorder_tx,
             wake: store.outbox_signal(),
             store,
             secrets,
@@ -116,6 +125,8 @@ impl Dispatcher {
             poll_interval: config.webhook_poll_interval,
             grace: config.shutdown_grace,
             global: Arc::new(Semaphore::new(config.webhook_concurrency)),
+            capacity: config.webhook_concurrency,
+            freed: Notify::new(),
             in_flight: Mutex::new(HashMap::new()),
             postgres_url: match &config.database_url {
                 DatabaseUrl::Postgres { url } => Some(url.clone()),
@@ -136,11 +147,18 @@ impl Dispatcher {
             per_endpoint = self.per_endpoint,
             "webhook dispatcher started"
         );
+        // Under load, claim in batches: once attempts are in flight, wait until a few slots
+        // are free (or new work arrives) instead of one claim transaction per finished attempt.
+        let low_water = (self.capacity / 8).clamp(1, 16);
+        let mut eager = true;
         let mut failures = 0u32;
         while !shutdown.is_cancelled() {
-            let free = self.global.available_permits().min(CLAIM_BATCH);
+            let available = self.global.available_permits();
+            let free = available.min(CLAIM_BATCH);
+            let idle = available == self.capacity;
             let mut claimed = 0;
-            if free > 0 {
+            let eligible = free > 0 && (eager || idle || available >= low_water);
+            if eligible {
                 match self.claim(free).await {
                     Ok(batch) => {
                         failures = 0;
@@ -171,18 +189,20 @@ impl Dispatcher {
                 }
             }
             if claimed > 0 && self.global.available_permits() > 0 {
+                eager = true;
                 continue; // more may be due (and saturated endpoints are now excluded)
             }
-            let wait = if free == 0 || claimed > 0 {
+            let wait = if !eligible || claimed > 0 {
                 self.poll_interval
             } else {
                 self.until_next_due().await
             };
-            tokio::select! {
+            eager = tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = self.wake.notified() => {}
-                _ = tokio::time::sleep(wait) => {}
-            }
+                _ = self.wake.notified() => true,
+                _ = self.freed.notified() => false,
+                _ = tokio::time::sleep(wait) => true,
+            };
         }
         attempts.close();
         if !attempts.is_empty() {
@@ -317,38 +337,37 @@ impl Dispatcher {
         };
         self.record(outcome, &d).await;
         self.release_slot(key);
-        self.wake.notify_one();
+        self.freed.notify_one();
     }
 
     /// Records an outcome, retrying a few times if the database is briefly unavailable. If it
     /// cannot be recorded, the lease expires and another attempt is made.
+    /// Records an outcome through the recorder (which batches outcomes into one transaction
+    /// under load) and logs what happened.
     async fn record(&self, outcome: AttemptOutcome, d: &ClaimedDelivery) {
-        let mut pause = Duration::from_millis(100);
-        for i in 0..6 {
-            match self.store.record_attempt(outcome.clone()).await {
-                Ok(Recorded::Done {
-                    status,
-                    endpoint_disabled,
-                }) => {
-                    tracing::debug!(delivery_id = %d.uuid, attempt = d.attempt, status = %status, "delivery attempt recorded");
-                    if endpoint_disabled {
-                        metrics::counter!("webhook_endpoints_disabled_total").increment(1);
-                        tracing::warn!(
-                            endpoint_uuid = ?d.endpoint.as_ref().map(|e| e.uuid),
-                            "webhook endpoint disabled after consecutive failed deliveries"
-                        );
-                    }
-                    return;
+        let (reply, answer) = oneshot::channel();
+        if self.recorder.send(ToRecord { outcome, reply }).is_err() {
+            return;
+        }
+        match answer.await.ok().flatten() {
+            Some(Recorded::Done {
+                status,
+                endpoint_disabled,
+            }) => {
+                tracing::debug!(delivery_id = %d.uuid, attempt = d.attempt, status = %status, "delivery attempt recorded");
+                if endpoint_disabled {
+                    metrics::counter!("webhook_endpoints_disabled_total").increment(1);
+                    tracing::warn!(
+                        endpoint_uuid = ?d.endpoint.as_ref().map(|e| e.uuid),
+                        "webhook endpoint disabled after consecutive failed deliveries"
+                    );
                 }
-                Ok(Recorded::LeaseLost) => {
-                    tracing::warn!(delivery_id = %d.uuid, attempt = d.attempt, "the lease of this attempt expired before its outcome was recorded; another instance took the delivery over");
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(delivery_id = %d.uuid, error = %e, try_ = i + 1, "could not record a delivery attempt");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(2));
-                }
+            }
+            Some(Recorded::LeaseLost) => {
+                tracing::warn!(delivery_id = %d.uuid, attempt = d.attempt, "the lease of this attempt expired before its outcome was recorded; another instance took the delivery over");
+            }
+            None => {
+                tracing::error!(delivery_id = %d.uuid, attempt = d.attempt, "could not record a delivery attempt; its lease will expire and the attempt will be made again");
             }
         }
     }
@@ -483,6 +502,57 @@ impl Dispatcher {
             error_message: message,
             excerpt,
             retry_after,
+        }
+    }
+}
+
+/// An outcome waiting to be recorded, and who waits for the result.
+struct ToRecord {
+    outcome: AttemptOutcome,
+    reply: oneshot::Sender<Option<Recorded>>,
+}
+
+/// Records outcomes as they come, up to [`RECORD_BATCH`] per transaction: one transaction per
+/// attempt when the load is light, fewer and larger ones under load. A batch that fails is
+/// retried a few times (the database may be briefly unavailable), then recorded outcome by
+/// outcome so that one bad outcome cannot hold the others back.
+async fn recorder(store: SharedStore, mut rx: mpsc::UnboundedReceiver<ToRecord>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < RECORD_BATCH {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let outcomes: Vec<AttemptOutcome> = batch.iter().map(|b| b.outcome.clone()).collect();
+        let mut pause = Duration::from_millis(100);
+        let mut results = None;
+        for i in 0..6 {
+            match store.record_attempts(outcomes.clone()).await {
+                Ok(r) => {
+                    results = Some(r);
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, try_ = i + 1, outcomes = outcomes.len(), "could not record delivery attempts");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        match results {
+            Some(results) => {
+                for (b, r) in batch.into_iter().zip(results) {
+                    let _ = b.reply.send(Some(r));
+                }
+            }
+            None => {
+                for b in batch {
+                    let r = store.record_attempt(b.outcome).await.ok();
+                    let _ = b.reply.send(r);
+                }
+            }
         }
     }
 }

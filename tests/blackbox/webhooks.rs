@@ -35,6 +35,7 @@ both_backends!(
     disabled_endpoints_hold_deliveries_until_re_enabled,
     rotating_the_secret_changes_the_signature,
     test_events_go_to_one_endpoint_only,
+    test_events_are_rate_limited_per_key,
     the_ledger_filters_and_paginates,
     manual_retry_redelivers,
     deleted_endpoints_stop_receiving,
@@ -2199,4 +2200,35 @@ async fn the_dispatcher_wakes_at_once(backend: Backend) {
         .await;
         assert!(start.elapsed() < Duration::from_secs(20));
     }
+}
+
+async fn test_events_are_rate_limited_per_key(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env
+        .start(&with(&[("SWITCHBOARD_RATE_LIMIT_TESTS", "3")]))
+        .await;
+    let api = Api::new(&server, &seed.key);
+    let rx = Receiver::start().await;
+    let ep = api.create(&rx.url("/ep"), &["*"]).await;
+    let path = format!("{ENDPOINTS}/{}/test", ep.uuid);
+    for _ in 0..3 {
+        let r = server.post(&path, &seed.key, &json!({})).await.expect(202);
+        assert_eq!(r.header("ratelimit-policy"), Some("\"tests\";q=3;w=60"));
+    }
+    let r = server
+        .post(&path, &seed.key, &json!({}))
+        .await
+        .expect_error(429, "rate_limited");
+    assert!(r.header("retry-after").is_some());
+    // Reads are a separate budget.
+    let r = server.get(ENDPOINTS, &seed.key).await.expect(200);
+    assert!(
+        r.header("ratelimit-policy")
+            .unwrap()
+            .starts_with("\"reads\"")
+    );
+    // Another key has its own budget.
+    let other = env.key(seed.org_id, "webhooks:write").await;
+    server.post(&path, &other, &json!({})).await.expect(202);
 }

@@ -425,21 +425,196 @@ struct ClaimRow {
 
 #[derive(sqlx::FromRow)]
 struct LeasedRow {
+    id: i64,
     org_id: i64,
     uuid: Uuid,
-    event_id: i64,
+    event_uuid: Uuid,
     endpoint_id: Option<i64>,
     event_name: String,
     attempts: i64,
+    lease_token: Option<Uuid>,
 }
 
 #[derive(sqlx::FromRow)]
 struct HealthRow {
+    id: i64,
     uuid: Uuid,
     name: String,
     url: String,
     status: String,
     deleted_at: Option<Timestamp>,
+    consecutive_failures: i64,
+}
+
+/// Records one outcome inside a batch (its delivery is still leased by the outcome's claim and
+/// its endpoint row is locked). `endpoint` is updated as the outcome changes it, for the next
+/// outcomes of the batch. Returns what was recorded and the effects to write.
+async fn record_one(
+    conn: &mut Conn,
+    o: &AttemptOutcome,
+    d: &LeasedRow,
+    mut endpoint: Option<&mut HealthRow>,
+) -> StoreResult<(Recorded, Effects)> {
+    let deleted = endpoint.as_ref().is_some_and(|e| e.deleted_at.is_some());
+    let active = endpoint
+        .as_ref()
+        .is_some_and(|e| e.deleted_at.is_none() && e.status == "active");
+    let a = &o.attempt;
+    let (mut status, mut due, mut error_code, mut error_message) = match &o.disposition {
+        Disposition::Delivered => (DeliveryStatus::Delivered, None, None, None),
+        Disposition::RetryAt(t) => (
+            DeliveryStatus::Retrying,
+            Some(*t),
+            a.error_code.clone(),
+            a.error_message.clone(),
+        ),
+        Disposition::Failed => (
+            DeliveryStatus::Failed,
+            None,
+            a.error_code.clone(),
+            a.error_message.clone(),
+        ),
+        Disposition::Exhausted => (
+            DeliveryStatus::RetriesExhausted,
+            None,
+            a.error_code.clone(),
+            a.error_message.clone(),
+        ),
+        Disposition::Interrupted(t) => (
+            if d.attempts > 1 {
+                DeliveryStatus::Retrying
+            } else {
+                DeliveryStatus::Pending
+            },
+            Some(*t),
+            a.error_code.clone(),
+            a.error_message.clone(),
+        ),
+    };
+    if deleted && status != DeliveryStatus::Delivered {
+        status = DeliveryStatus::Failed;
+        due = None;
+        error_code = Some("endpoint_deleted".into());
+        error_message = Some("The endpoint was deleted before this delivery succeeded.".into());
+    } else if !active && due.is_some() {
+        // A disabled endpoint's deliveries wait until it is re-enabled.
+        due = None;
+    }
+    let done = sqlx::query(
+        "UPDATE webhook_deliveries SET status = $1, due_at = $2, next_attempt_at = $3, lease_token = NULL,
+                response_status = $4, error_code = $5, error_message = $6, delivered_at = $7, updated_at = $8
+         WHERE id = $9 AND lease_token = $10",
+    )
+    .bind(status.as_str())
+    .bind(due)
+    .bind(due)
+    .bind(a.response_status)
+    .bind(&error_code)
+    .bind(&error_message)
+    .bind((status == DeliveryStatus::Delivered).then_some(o.now))
+    .bind(o.now)
+    .bind(o.delivery_id)
+    .bind(o.token)
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok((Recorded::LeaseLost, Effects::none()));
+    }
+    insert_attempt(conn, o.delivery_id, a).await?;
+
+    let mut effects = Effects::none();
+    let mut endpoint_disabled = false;
+    if let Some(ep) = endpoint.as_deref_mut() {
+        match status {
+            DeliveryStatus::Delivered if active && ep.consecutive_failures != 0 => {
+                sqlx::query("UPDATE webhook_endpoints SET consecutive_failures = 0 WHERE id = $1")
+                    .bind(ep.id)
+                    .execute(&mut *conn)
+                    .await?;
+                ep.consecutive_failures = 0;
+            }
+            DeliveryStatus::Failed | DeliveryStatus::RetriesExhausted if !deleted => {
+                if !d.event_name.starts_with("webhook.") {
+                    effects = effects.event(wh_events::delivery_failed(
+                        d.org_id,
+                        &wh_events::FailedDelivery {
+                            delivery_uuid: d.uuid,
+                            event_uuid: d.event_uuid,
+                            event_name: &d.event_name,
+                            endpoint_uuid: Some(ep.uuid),
+                            endpoint_url: Some(&ep.url),
+                            status: status.as_str(),
+                            attempts: d.attempts,
+                            response_status: a.response_status,
+                            error_code: error_code.as_deref(),
+                            error_message: error_message.as_deref(),
+                        },
+                        o.now,
+                    ));
+                }
+                if active {
+                    let failures: i64 = sqlx::query_scalar(
+                        "UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1
+                         WHERE id = $1 RETURNING consecutive_failures",
+                    )
+                    .bind(ep.id)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                    ep.consecutive_failures = failures;
+                    if failures >= i64::from(o.disable_after) {
+                        let reason = wh_events::auto_disable_reason(failures);
+                        sqlx::query(
+                            "UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1, disabled_at = $2,
+                                    updated_at = $3
+                             WHERE id = $4 AND status = 'active'",
+                        )
+                        .bind(&reason)
+                        .bind(o.now)
+                        .bind(o.now)
+                        .bind(ep.id)
+                        .execute(&mut *conn)
+                        .await?;
+                        ep.status = "disabled".into();
+                        hold_deliveries(conn, ep.id, o.now).await?;
+                        endpoint_disabled = true;
+                        effects = effects
+                            .log(wh_events::endpoint_log(
+                                d.org_id,
+                                "disabled",
+                                ep.uuid,
+                                Actor::System,
+                                json!({
+                                    "automatic": true,
+                                    "disabled_reason": reason,
+                                    "consecutive_failures": failures,
+                                    "last_delivery_id": d.uuid,
+                                }),
+                                o.now,
+                            ))
+                            .event(wh_events::endpoint_disabled(
+                                &wh_events::DisabledEndpoint {
+                                    org_id: d.org_id,
+                                    uuid: ep.uuid,
+                                    name: &ep.name,
+                                    url: &ep.url,
+                                    reason: &reason,
+                                    consecutive_failures: failures,
+                                },
+                                o.now,
+                            ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((
+        Recorded::Done {
+            status,
+            endpoint_disabled,
+        },
+        effects,
+    ))
 }
 
 #[async_trait]
@@ -946,200 +1121,74 @@ impl WebhookStore for Backend {
     }
 
     async fn record_attempt(&self, o: AttemptOutcome) -> StoreResult<Recorded> {
+        Ok(self
+            .record_attempts(vec![o])
+            .await?
+            .pop()
+            .unwrap_or(Recorded::LeaseLost))
+    }
+
+    async fn record_attempts(&self, outcomes: Vec<AttemptOutcome>) -> StoreResult<Vec<Recorded>> {
+        let mut results = vec![Recorded::LeaseLost; outcomes.len()];
+        if outcomes.is_empty() {
+            return Ok(results);
+        }
         let mut tx = self.begin().await?;
-        let leased: Option<LeasedRow> = sqlx::query_as(
-            "SELECT org_id, uuid, event_id, endpoint_id, event_name, attempts FROM webhook_deliveries
-             WHERE id = $1 AND lease_token = $2",
-        )
-        .bind(o.delivery_id)
-        .bind(o.token)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(d) = leased else {
-            return Ok(Recorded::LeaseLost);
-        };
-        // The endpoint first (the same lock order as endpoint changes).
-        let endpoint: Option<HealthRow> = match d.endpoint_id {
-            Some(id) => {
-                let sql = format!(
-                    "SELECT uuid, name, url, status, deleted_at FROM webhook_endpoints WHERE id = $1{}",
-                    dialect::FOR_NO_KEY_UPDATE
-                );
-                sqlx::query_as(&sql)
-                    .bind(id)
-                    .fetch_optional(&mut *tx)
-                    .await?
-            }
-            None => None,
-        };
-        let deleted = endpoint.as_ref().is_some_and(|e| e.deleted_at.is_some());
-        let active = endpoint
-            .as_ref()
-            .is_some_and(|e| e.deleted_at.is_none() && e.status == "active");
-
-        let a = &o.attempt;
-        let (mut status, mut due, mut error_code, mut error_message) = match &o.disposition {
-            Disposition::Delivered => (DeliveryStatus::Delivered, None, None, None),
-            Disposition::RetryAt(t) => (
-                DeliveryStatus::Retrying,
-                Some(*t),
-                a.error_code.clone(),
-                a.error_message.clone(),
-            ),
-            Disposition::Failed => (
-                DeliveryStatus::Failed,
-                None,
-                a.error_code.clone(),
-                a.error_message.clone(),
-            ),
-            Disposition::Exhausted => (
-                DeliveryStatus::RetriesExhausted,
-                None,
-                a.error_code.clone(),
-                a.error_message.clone(),
-            ),
-            Disposition::Interrupted(t) => (
-                if d.attempts > 1 {
-                    DeliveryStatus::Retrying
-                } else {
-                    DeliveryStatus::Pending
-                },
-                Some(*t),
-                a.error_code.clone(),
-                a.error_message.clone(),
-            ),
-        };
-        let mut effects = Effects::none();
-        if deleted && status != DeliveryStatus::Delivered {
-            status = DeliveryStatus::Failed;
-            due = None;
-            error_code = Some("endpoint_deleted".into());
-            error_message = Some("The endpoint was deleted before this delivery succeeded.".into());
-        } else if !active && due.is_some() {
-            // A disabled endpoint's deliveries wait until it is re-enabled.
-            due = None;
-        }
-        let done = sqlx::query(
-            "UPDATE webhook_deliveries SET status = $1, due_at = $2, next_attempt_at = $3, lease_token = NULL,
-                    response_status = $4, error_code = $5, error_message = $6, delivered_at = $7, updated_at = $8
-             WHERE id = $9 AND lease_token = $10",
-        )
-        .bind(status.as_str())
-        .bind(due)
-        .bind(due)
-        .bind(a.response_status)
-        .bind(&error_code)
-        .bind(&error_message)
-        .bind((status == DeliveryStatus::Delivered).then_some(o.now))
-        .bind(o.now)
-        .bind(o.delivery_id)
-        .bind(o.token)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Ok(Recorded::LeaseLost);
-        }
-        insert_attempt(&mut tx, o.delivery_id, a).await?;
-
-        let mut endpoint_disabled = false;
-        if let (Some(endpoint_id), Some(ep)) = (d.endpoint_id, endpoint.as_ref()) {
-            match status {
-                DeliveryStatus::Delivered if active => {
-                    sqlx::query(
-                        "UPDATE webhook_endpoints SET consecutive_failures = 0
-                         WHERE id = $1 AND consecutive_failures <> 0",
-                    )
-                    .bind(endpoint_id)
-                    .execute(&mut *tx)
-                    .await?;
-                }
-                DeliveryStatus::Failed | DeliveryStatus::RetriesExhausted if !deleted => {
-                    let event_uuid: Uuid =
-                        sqlx::query_scalar("SELECT uuid FROM events WHERE id = $1")
-                            .bind(d.event_id)
-                            .fetch_one(&mut *tx)
-                            .await?;
-                    if !d.event_name.starts_with("webhook.") {
-                        effects = effects.event(wh_events::delivery_failed(
-                            d.org_id,
-                            &wh_events::FailedDelivery {
-                                delivery_uuid: d.uuid,
-                                event_uuid,
-                                event_name: &d.event_name,
-                                endpoint_uuid: Some(ep.uuid),
-                                endpoint_url: Some(&ep.url),
-                                status: status.as_str(),
-                                attempts: d.attempts,
-                                response_status: a.response_status,
-                                error_code: error_code.as_deref(),
-                                error_message: error_message.as_deref(),
-                            },
-                            o.now,
-                        ));
+        // The deliveries still held by these claims.
+        let ids: Vec<i64> = outcomes.iter().map(|o| o.delivery_id).collect();
+        let mut qb = QueryBuilder::<Db>::new(
+            "SELECT d.id, d.org_id, d.uuid, ev.uuid AS event_uuid, d.endpoint_id, d.event_name, d.attempts, d.lease_token
+             FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id WHERE d.id",
+        );
+        push_in_list(&mut qb, &ids);
+        let rows: Vec<LeasedRow> = qb.build_query_as().fetch_all(&mut *tx).await?;
+        let leased: HashMap<i64, LeasedRow> = rows.into_iter().map(|r| (r.id, r)).collect();
+        // Endpoints in id order, each locked before its deliveries are updated: the same lock
+        // order as endpoint changes, and across concurrent batches.
+        let mut order: Vec<usize> = (0..outcomes.len())
+            .filter(|&i| {
+                leased
+                    .get(&outcomes[i].delivery_id)
+                    .is_some_and(|d| d.lease_token == Some(outcomes[i].token))
+            })
+            .collect();
+        order.sort_by_key(|&i| {
+            let d = &leased[&outcomes[i].delivery_id];
+            (d.endpoint_id.unwrap_or(0), d.id)
+        });
+        let mut endpoints: HashMap<i64, Option<HealthRow>> = HashMap::new();
+        let mut written = false;
+        for i in order {
+            let o = &outcomes[i];
+            let d = &leased[&o.delivery_id];
+            let endpoint = match d.endpoint_id {
+                Some(id) => {
+                    if let std::collections::hash_map::Entry::Vacant(slot) = endpoints.entry(id) {
+                        let sql = format!(
+                            "SELECT id, uuid, name, url, status, deleted_at, consecutive_failures
+                             FROM webhook_endpoints WHERE id = $1{}",
+                            dialect::FOR_NO_KEY_UPDATE
+                        );
+                        slot.insert(
+                            sqlx::query_as(&sql)
+                                .bind(id)
+                                .fetch_optional(&mut *tx)
+                                .await?,
+                        );
                     }
-                    if active {
-                        let failures: i64 = sqlx::query_scalar(
-                            "UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1
-                             WHERE id = $1 RETURNING consecutive_failures",
-                        )
-                        .bind(endpoint_id)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                        if failures >= i64::from(o.disable_after) {
-                            let reason = wh_events::auto_disable_reason(failures);
-                            sqlx::query(
-                                "UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1, disabled_at = $2,
-                                        updated_at = $3
-                                 WHERE id = $4 AND status = 'active'",
-                            )
-                            .bind(&reason)
-                            .bind(o.now)
-                            .bind(o.now)
-                            .bind(endpoint_id)
-                            .execute(&mut *tx)
-                            .await?;
-                            hold_deliveries(&mut tx, endpoint_id, o.now).await?;
-                            endpoint_disabled = true;
-                            effects = effects
-                                .log(wh_events::endpoint_log(
-                                    d.org_id,
-                                    "disabled",
-                                    ep.uuid,
-                                    Actor::System,
-                                    json!({
-                                        "automatic": true,
-                                        "disabled_reason": reason,
-                                        "consecutive_failures": failures,
-                                        "last_delivery_id": d.uuid,
-                                    }),
-                                    o.now,
-                                ))
-                                .event(wh_events::endpoint_disabled(
-                                    &wh_events::DisabledEndpoint {
-                                        org_id: d.org_id,
-                                        uuid: ep.uuid,
-                                        name: &ep.name,
-                                        url: &ep.url,
-                                        reason: &reason,
-                                        consecutive_failures: failures,
-                                    },
-                                    o.now,
-                                ));
-                        }
-                    }
+                    endpoints.get_mut(&id).and_then(Option::as_mut)
                 }
-                _ => {}
-            }
+                None => None,
+            };
+            let (recorded, effects) = record_one(&mut tx, o, d, endpoint).await?;
+            written |= super::write_effects_tx(&mut tx, &effects).await?;
+            results[i] = recorded;
         }
-        let written = super::write_effects_tx(&mut tx, &effects).await?;
         tx.commit().await?;
         if written {
             self.notify_outbox().await;
         }
-        Ok(Recorded::Done {
-            status,
-            endpoint_disabled,
-        })
+        Ok(results)
     }
 
     async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>> {
