@@ -453,7 +453,7 @@ async fn record_one(
     conn: &mut Conn,
     o: &AttemptOutcome,
     d: &LeasedRow,
-    mut endpoint: Option<&mut HealthRow>,
+    endpoint: Option<&mut HealthRow>,
 ) -> StoreResult<(Recorded, Effects)> {
     let deleted = endpoint.as_ref().is_some_and(|e| e.deleted_at.is_some());
     let active = endpoint
@@ -524,7 +524,7 @@ async fn record_one(
 
     let mut effects = Effects::none();
     let mut endpoint_disabled = false;
-    if let Some(ep) = endpoint.as_deref_mut() {
+    if let Some(ep) = endpoint {
         match status {
             DeliveryStatus::Delivered if active && ep.consecutive_failures != 0 => {
                 sqlx::query("UPDATE webhook_endpoints SET consecutive_failures = 0 WHERE id = $1")
