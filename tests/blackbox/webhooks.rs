@@ -1484,8 +1484,60 @@ async fn rotating_the_secret_changes_the_signature(backend: Backend) {
         "signed with the new secret"
     );
     assert!(!signed_by(&ep.secret, &got[1]), "not with the old one");
-    // The secret is never logged.
+    // The secret is never logged, and is stored only encrypted.
     assert!(!server.logs().contains(&new_secret) && !server.logs().contains(&ep.secret));
+    assert_not_stored_in_clear(&env, &[&new_secret, &ep.secret]).await;
+}
+
+/// Scans the database for the secrets in clear: every file of a SQLite database (and its
+/// write-ahead log), or every stored signing secret on PostgreSQL.
+async fn assert_not_stored_in_clear(env: &TestEnv, secrets: &[&str]) {
+    match env.backend {
+        Backend::Sqlite => {
+            let mut scanned = 0;
+            for entry in std::fs::read_dir(env.dir.path()).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if !name.starts_with("switchboard.db") {
+                    continue;
+                }
+                let bytes = std::fs::read(&path).unwrap();
+                scanned += bytes.len();
+                for secret in secrets {
+                    let hex_part = &secret["whsec_".len()..];
+                    assert!(
+                        !bytes
+                            .windows(hex_part.len())
+                            .any(|w| w == hex_part.as_bytes()),
+                        "a signing secret is in clear in {name}"
+                    );
+                }
+            }
+            assert!(scanned > 0, "the database files were scanned");
+        }
+        Backend::Postgres => {
+            use sqlx::Connection;
+            let mut c = sqlx::PgConnection::connect(&env.database_url)
+                .await
+                .unwrap();
+            let stored: Vec<Vec<u8>> =
+                sqlx::query_scalar("SELECT signing_secret FROM webhook_endpoints")
+                    .fetch_all(&mut c)
+                    .await
+                    .unwrap();
+            assert!(!stored.is_empty());
+            for value in stored {
+                for secret in secrets {
+                    let hex_part = &secret["whsec_".len()..];
+                    assert!(
+                        !value
+                            .windows(hex_part.len())
+                            .any(|w| w == hex_part.as_bytes())
+                    );
+                }
+            }
+        }
+    }
 }
 
 async fn test_events_go_to_one_endpoint_only(backend: Backend) {
