@@ -172,8 +172,9 @@ impl Dispatcher {
                             let this = self.clone();
                             let stop = hard_stop.clone();
                             attempts.spawn(async move {
-                                this.deliver(d, stop).await;
+                                this.clone().deliver(d, stop).await;
                                 drop(permit);
+                                this.freed.notify_one();
                             });
                         }
                     }
@@ -337,7 +338,6 @@ impl Dispatcher {
         };
         self.record(outcome, &d).await;
         self.release_slot(key);
-        self.freed.notify_one();
     }
 
     /// Records an outcome, retrying a few times if the database is briefly unavailable. If it

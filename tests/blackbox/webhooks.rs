@@ -2041,13 +2041,15 @@ async fn kill_9_with_deliveries_pending_loses_nothing(backend: Backend) {
         }
         v
     };
-    assert_eq!(
-        interrupted.len(),
-        2,
-        "the two attempts in flight at the kill"
+    // Two attempts were in flight at the kill (one, if the kill fell between an attempt's
+    // timeout and the next claim on a loaded machine).
+    assert!(
+        (1..=2).contains(&interrupted.len()),
+        "the attempts in flight at the kill: {interrupted:#?}"
     );
     for d in &interrupted {
-        assert_eq!(d["attempts"], 2);
+        assert!(d["attempts"].as_i64().unwrap() >= 2);
+        assert_eq!(d["status"], "delivered");
     }
 }
 
