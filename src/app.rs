@@ -131,6 +131,7 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         key_touches: Default::default(),
         providers: crate::providers::ProviderHub::new(rt.config.provider_timeout),
         metrics: crate::telemetry::metrics_handle(),
+        webhook_lookup: crate::webhooks::url_safety::system_lookup(),
     });
 
     if demo {
@@ -164,14 +165,20 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
     .await;
     let grace = rt.config.shutdown_grace;
     tasks.close();
-    if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
-        tracing::warn!("background tasks still running after {grace:?}; exiting");
+    // The webhook dispatcher waits `grace` for attempts in flight, then hands the rest back;
+    // give it time to record that.
+    let tasks_grace = grace + crate::webhooks::dispatcher::HANDBACK_TIME;
+    if tokio::time::timeout(tasks_grace, tasks.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("background tasks still running after {tasks_grace:?}; exiting");
     }
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Background work of `serve`: periodic purge (and, once built, the webhook dispatcher).
+/// Background work of `serve`: the periodic purge and the webhook dispatcher.
 fn spawn_background(
     rt: &Runtime,
     limiter: &Arc<RateLimiter>,
@@ -181,16 +188,28 @@ fn spawn_background(
     let interval = rt.config.purge_interval;
     let limiter = limiter.clone();
     let stop = shutdown.clone();
+    let purge = crate::webhooks::purge::Purge::new(rt);
     tasks.spawn(async move {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = tick.tick() => limiter.prune(),
+                _ = tick.tick() => {
+                    limiter.prune();
+                    purge.run(&stop).await;
+                }
             }
         }
     });
+    let dispatcher = crate::webhooks::dispatcher::Dispatcher::new(
+        &rt.config,
+        rt.store.clone(),
+        rt.secrets.clone(),
+        rt.clock.clone(),
+    );
+    tasks.spawn(dispatcher.run(shutdown.clone()));
+
     spawn_idempotency_purge(rt, tasks, shutdown);
 }
 

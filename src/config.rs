@@ -73,6 +73,11 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "delivery attempts in flight at once to one endpoint, per instance",
     },
     Setting {
+        name: "webhook_poll_interval",
+        default: "1s",
+        meaning: "how often the dispatcher looks for due deliveries when nothing woke it (deliveries written by other processes on SQLite)",
+    },
+    Setting {
         name: "rate_limit_reads",
         default: "120",
         meaning: "authenticated reads per credential per minute",
@@ -245,6 +250,7 @@ pub struct Config {
     pub webhook_timeout: Duration,
     pub webhook_concurrency: usize,
     pub webhook_endpoint_concurrency: usize,
+    pub webhook_poll_interval: Duration,
     pub rate_limits: RateLimits,
     pub rate_limit_overrides: BTreeMap<i64, RateLimits>,
     pub delivery_retention: Duration,
@@ -371,6 +377,11 @@ impl Config {
             webhook_concurrency: src.number("webhook_concurrency", 1, 10_000)? as usize,
             webhook_endpoint_concurrency: src.number("webhook_endpoint_concurrency", 1, 1_000)?
                 as usize,
+            webhook_poll_interval: src.duration(
+                "webhook_poll_interval",
+                Duration::from_millis(10),
+                Duration::from_secs(60),
+            )?,
             rate_limits,
             rate_limit_overrides,
             delivery_retention: src.duration(

@@ -24,6 +24,7 @@ pub mod request_id;
 pub mod server;
 pub mod state;
 pub mod users;
+pub mod webhooks;
 
 use std::any::Any;
 
@@ -44,6 +45,7 @@ fn authenticated_routes(state: &AppState) -> Router<AppState> {
         .merge(permissions::router())
         .merge(events::router())
         .merge(messages::router())
+        .merge(webhooks::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,

@@ -27,6 +27,7 @@ use super::state::AppState;
         (name = "organization", description = "Organization data: members with roles and effective permissions, the permission and scope catalogues, and the audit, admin and security log."),
         (name = "messages", description = "Sending messages (text, interactive, media, templates; Idempotency-Key required) and message history."),
         (name = "inbound", description = "Provider callbacks (WhatsApp Cloud API webhooks, Telegram updates); public, verified by the provider's signature or secret."),
+        (name = "webhooks", description = "The event catalogue, webhook endpoints and the delivery ledger."),
         (name = "operations", description = "Health, readiness, metrics and this document.")
     )
 )]
@@ -42,6 +43,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
         super::events::EventsApi::openapi(),
         super::messages::MessagesApi::openapi(),
         super::inbound::InboundApi::openapi(),
+        super::webhooks::WebhooksApi::openapi(),
         super::health::HealthApi::openapi(),
         OpenApiDocApi::openapi(),
     ] {

@@ -26,6 +26,8 @@ pub struct AppInner {
     pub key_touches: DashMap<i64, i64>,
     /// Builds messaging provider adapters; holds the one provider HTTP client.
     pub providers: crate::providers::ProviderHub,
+    /// The DNS look-up used to check webhook endpoint URLs on create and update.
+    pub webhook_lookup: crate::webhooks::url_safety::Lookup,
     /// Renders `/metrics`.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }

@@ -6,6 +6,7 @@ pub mod keys;
 pub mod messages;
 pub mod orgs;
 pub mod users;
+pub mod webhooks;
 
 use crate::store::StoreError;
 

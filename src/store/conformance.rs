@@ -95,6 +95,7 @@ pub async fn postgres() -> Option<TestStore> {
     })
 }
 
+#[allow(unused_macros)]
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => { $(
         mod $name {
@@ -522,3 +523,5 @@ fn both_backends_have_the_same_migrations() {
 }
 
 mod messaging;
+#[path = "conformance_webhooks.rs"]
+mod webhooks;

@@ -34,6 +34,7 @@ pub mod org_data;
 mod postgres;
 mod sqlite;
 pub mod types;
+pub mod webhooks;
 
 pub use org_data::{
     Member, MemberChange, MemberQuery, NewMember, OrgEventQuery, OrgEventRecord, UserRecord,
@@ -42,6 +43,7 @@ pub use org_data::{
 pub use messaging::*;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
+pub use webhooks::WebhookStore;
 
 /// A storage failure, the same on both backends.
 #[derive(Debug, thiserror::Error)]
@@ -470,6 +472,7 @@ pub trait Store:
     + OrgLogStore
     + MessageStore
     + IdempotencyStore
+    + WebhookStore
 {
 }
 
@@ -483,6 +486,7 @@ impl<T> Store for T where
         + OrgLogStore
         + MessageStore
         + IdempotencyStore
+        + WebhookStore
 {
 }
 

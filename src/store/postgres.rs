@@ -75,6 +75,13 @@ pub(super) mod dialect {
     pub const SELECT_IDEMPOTENCY_FOR_UPDATE: &str =
         "SELECT id, fingerprint, state, locked_until, response_status, response_body, expires_at
          FROM idempotency_records WHERE api_key_id = $1 AND idempotency_key = $2 FOR UPDATE";
+    /// Appended to the dispatcher's claim query: rows another instance is claiming are skipped.
+    pub const SKIP_LOCKED: &str = " FOR UPDATE SKIP LOCKED";
+    /// Appended to a SELECT that locks one endpoint row for the rest of the transaction
+    /// (without blocking inserts of deliveries that reference it).
+    pub const FOR_NO_KEY_UPDATE: &str = " FOR NO KEY UPDATE";
+    /// Wakes the dispatchers of every instance (`LISTEN switchboard_deliveries`) on commit.
+    pub const NOTIFY_DELIVERIES: &str = "SELECT pg_notify('switchboard_deliveries', '')";
 }
 
 #[allow(clippy::duplicate_mod)]

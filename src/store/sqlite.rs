@@ -95,6 +95,14 @@ pub(super) mod dialect {
     pub const SELECT_IDEMPOTENCY_FOR_UPDATE: &str =
         "SELECT id, fingerprint, state, locked_until, response_status, response_body, expires_at
          FROM idempotency_records WHERE api_key_id = $1 AND idempotency_key = $2";
+    /// Appended to the dispatcher's claim query (SQLite: writers are serialized, `BEGIN
+    /// IMMEDIATE` makes the claim atomic across processes).
+    pub const SKIP_LOCKED: &str = "";
+    /// Appended to a SELECT that locks one endpoint row for the rest of the transaction.
+    pub const FOR_NO_KEY_UPDATE: &str = "";
+    /// Wakes the dispatchers of other instances when deliveries are written (none on SQLite:
+    /// they poll).
+    pub const NOTIFY_DELIVERIES: &str = "";
 }
 
 #[allow(clippy::duplicate_mod)]

@@ -10,4 +10,6 @@ mod fake_providers;
 mod foundation;
 mod messaging;
 mod org_data;
+mod receivers;
 mod reliability;
+mod webhooks;

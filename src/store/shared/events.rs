@@ -50,19 +50,12 @@ pub(crate) async fn write_effects_tx(
         .execute(&mut *conn)
         .await?;
     }
+    // Each event fans out into webhook deliveries in this same transaction.
+    let mut fan = super::webhooks::FanOut::default();
     for e in effects.outbox.iter().chain(&audit) {
-        sqlx::query(
-            "INSERT INTO events (uuid, org_id, name, data, channel, occurred_at) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(e.uuid)
-        .bind(e.org_id)
-        .bind(&e.name)
-        .bind(Json(&e.data))
-        .bind(e.channel.as_ref().map(Json))
-        .bind(e.occurred_at)
-        .execute(&mut *conn)
-        .await?;
+        super::webhooks::insert_event(&mut *conn, e, &mut fan).await?;
     }
+    fan.finish(&mut *conn).await?;
     Ok(!effects.outbox.is_empty() || !audit.is_empty())
 }
 

@@ -14,6 +14,7 @@ mod org_log;
 mod orgs;
 mod system;
 mod users;
+mod webhooks;
 
 #[allow(unused_imports)]
 pub(super) use super::{Backend, Db, dialect};

@@ -1,0 +1,428 @@
+//! Webhook endpoint operations: create, update (including disabling and re-enabling), delete,
+//! rotate the signing secret, send a test event, retry a delivery. Each change writes an
+//! organization log entry (`webhook_endpoint.*`) in the same transaction; secrets never appear
+//! in it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::clock::Clock;
+use crate::crypto::{AAD_SIGNING_SECRET, SecretBox};
+use crate::domain::ValidationErrors;
+use crate::domain::event::{Actor, Effects};
+use crate::store::webhooks::{
+    DeliveryRecord, EndpointPatch, EndpointRecord, NewEndpoint, RetryRefusal,
+};
+use crate::store::{Store, StoreError};
+use crate::webhooks::endpoint::{self, EndpointStatus};
+use crate::webhooks::events as wh_events;
+use crate::webhooks::signing;
+use crate::webhooks::url_safety::{self, Lookup, Policy, UrlError};
+
+/// How long creating or updating an endpoint waits for its host name to resolve.
+pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the operations need.
+pub struct Deps<'a> {
+    pub store: &'a dyn Store,
+    pub secrets: &'a SecretBox,
+    pub clock: &'a dyn Clock,
+    pub policy: Policy,
+    pub lookup: &'a Lookup,
+}
+
+#[derive(Debug)]
+pub enum WebhookError {
+    /// Fields that break a rule (422 `validation_failed`).
+    Validation(ValidationErrors),
+    /// A well-formed URL that webhooks may not target (422 `unsafe_url`).
+    UnsafeUrl(String),
+    /// No such endpoint or delivery in the organization (404).
+    NotFound(&'static str),
+    /// The delivery's endpoint was deleted (409 `endpoint_deleted`).
+    EndpointDeleted,
+    Store(StoreError),
+}
+
+impl From<StoreError> for WebhookError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => WebhookError::NotFound("The webhook endpoint"),
+            other => WebhookError::Store(other),
+        }
+    }
+}
+
+pub type WebhookResult<T> = Result<T, WebhookError>;
+
+/// A new endpoint.
+pub struct CreateEndpoint {
+    pub name: Option<String>,
+    pub url: String,
+    pub events: Vec<String>,
+    pub headers: BTreeMap<String, String>,
+    pub status: Option<EndpointStatus>,
+}
+
+/// A change: `None` leaves a field as it is.
+#[derive(Default)]
+pub struct UpdateEndpoint {
+    pub name: Option<String>,
+    pub url: Option<String>,
+    pub events: Option<Vec<String>>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub status: Option<EndpointStatus>,
+}
+
+/// Collects field problems and URL safety into one result.
+struct Checker {
+    errors: ValidationErrors,
+    unsafe_url: Option<String>,
+}
+
+impl Checker {
+    fn new() -> Self {
+        Checker {
+            errors: ValidationErrors::new(),
+            unsafe_url: None,
+        }
+    }
+
+    fn name(&mut self, name: &str) {
+        if let Err(issue) = endpoint::check_name(name) {
+            self.errors.add("name", issue);
+        }
+    }
+
+    fn events(&mut self, events: &[String]) -> Vec<String> {
+        match endpoint::check_events(events) {
+            Ok(v) => v,
+            Err(problems) => {
+                for (i, issue) in problems {
+                    let field = match i {
+                        Some(i) => format!("events[{i}]"),
+                        None => "events".to_owned(),
+                    };
+                    self.errors.add(field, issue);
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    fn headers(&mut self, headers: &BTreeMap<String, String>) {
+        if let Err(problems) = endpoint::check_headers(headers) {
+            for (name, issue) in problems {
+                let field = if name.is_empty() {
+                    "headers".to_owned()
+                } else {
+                    format!("headers.{name}")
+                };
+                self.errors.add(field, issue);
+            }
+        }
+    }
+
+    async fn url(&mut self, raw: &str, deps: &Deps<'_>) -> Option<url::Url> {
+        match url_safety::check_url(raw, deps.policy) {
+            Ok(u) => {
+                match url_safety::check_resolution(&u, deps.policy, deps.lookup, RESOLVE_TIMEOUT)
+                    .await
+                {
+                    Ok(()) => Some(u),
+                    Err(UrlError::Unsafe(m) | UrlError::Invalid(m)) => {
+                        self.unsafe_url = Some(m);
+                        None
+                    }
+                }
+            }
+            Err(UrlError::Invalid(issue)) => {
+                self.errors.add("url", issue);
+                None
+            }
+            Err(UrlError::Unsafe(m)) => {
+                self.unsafe_url = Some(m);
+                None
+            }
+        }
+    }
+
+    fn finish(self) -> WebhookResult<()> {
+        if !self.errors.is_empty() {
+            return Err(WebhookError::Validation(self.errors));
+        }
+        if let Some(m) = self.unsafe_url {
+            return Err(WebhookError::UnsafeUrl(m));
+        }
+        Ok(())
+    }
+}
+
+fn header_names(h: &BTreeMap<String, String>) -> Vec<&str> {
+    h.keys().map(String::as_str).collect()
+}
+
+/// A name for an endpoint created without one: its URL's host.
+fn default_name(url: &str) -> String {
+    url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_else(|| "Webhook endpoint".to_owned())
+}
+
+/// Creates an endpoint. Returns it and its signing secret (shown once).
+pub async fn create_endpoint(
+    deps: &Deps<'_>,
+    org_id: i64,
+    input: CreateEndpoint,
+    actor: Actor,
+) -> WebhookResult<(EndpointRecord, String)> {
+    let mut check = Checker::new();
+    let name = input.name.unwrap_or_else(|| default_name(&input.url));
+    check.name(&name);
+    check.url(&input.url, deps).await;
+    let events = check.events(&input.events);
+    check.headers(&input.headers);
+    check.finish()?;
+
+    let secret = signing::generate_secret();
+    let now = deps.clock.now();
+    let status = input.status.unwrap_or(EndpointStatus::Active);
+    let record = deps
+        .store
+        .create_endpoint(
+            NewEndpoint {
+                uuid: Uuid::now_v7(),
+                org_id,
+                name,
+                url: input.url,
+                events,
+                headers: input.headers,
+                sealed_secret: deps.secrets.seal(secret.as_bytes(), AAD_SIGNING_SECRET),
+                status,
+                now,
+            },
+            Box::new(move |e| {
+                Effects::none().log(wh_events::endpoint_log(
+                    e.org_id,
+                    "created",
+                    e.uuid,
+                    actor,
+                    json!({
+                        "name": e.name,
+                        "url": url_safety::redacted(&e.url),
+                        "events": e.events,
+                        "header_names": header_names(&e.headers),
+                        "status": e.status,
+                    }),
+                    now,
+                ))
+            }),
+        )
+        .await?;
+    Ok((record, secret))
+}
+
+/// Changes an endpoint. `status: active` re-enables it (the failure counter restarts at zero
+/// and its held deliveries are sent); `status: disabled` disables it.
+pub async fn update_endpoint(
+    deps: &Deps<'_>,
+    org_id: i64,
+    uuid: Uuid,
+    input: UpdateEndpoint,
+    actor: Actor,
+) -> WebhookResult<EndpointRecord> {
+    let mut check = Checker::new();
+    if let Some(n) = &input.name {
+        check.name(n);
+    }
+    if let Some(u) = &input.url {
+        check.url(u, deps).await;
+    }
+    let events = input.events.as_ref().map(|e| check.events(e));
+    if let Some(h) = &input.headers {
+        check.headers(h);
+    }
+    check.finish()?;
+
+    let now = deps.clock.now();
+    let record = deps
+        .store
+        .update_endpoint(
+            org_id,
+            uuid,
+            EndpointPatch {
+                name: input.name,
+                url: input.url,
+                events,
+                headers: input.headers,
+                status: input.status,
+                disabled_reason: None,
+                sealed_secret: None,
+            },
+            now,
+            Box::new(move |(old, new)| update_effects(old, new, actor, now)),
+        )
+        .await?;
+    Ok(record)
+}
+
+fn update_effects(
+    old: &EndpointRecord,
+    new: &EndpointRecord,
+    actor: Actor,
+    now: crate::domain::Timestamp,
+) -> Effects {
+    let mut changed = Vec::new();
+    let mut details = serde_json::Map::new();
+    if old.name != new.name {
+        changed.push("name");
+        details.insert("name".into(), json!(new.name));
+    }
+    if old.url != new.url {
+        changed.push("url");
+        details.insert("url".into(), json!(url_safety::redacted(&new.url)));
+    }
+    if old.events != new.events {
+        changed.push("events");
+        details.insert("events".into(), json!(new.events));
+    }
+    if old.headers != new.headers {
+        changed.push("headers");
+        details.insert("header_names".into(), json!(header_names(&new.headers)));
+    }
+    let mut effects = Effects::none();
+    if !changed.is_empty() {
+        details.insert("changed".into(), json!(changed));
+        effects = effects.log(wh_events::endpoint_log(
+            new.org_id,
+            "updated",
+            new.uuid,
+            actor.clone(),
+            serde_json::Value::Object(details),
+            now,
+        ));
+    }
+    match (old.status, new.status) {
+        (EndpointStatus::Active, EndpointStatus::Disabled) => {
+            effects = effects.log(wh_events::endpoint_log(
+                new.org_id,
+                "disabled",
+                new.uuid,
+                actor,
+                json!({ "automatic": false, "disabled_reason": new.disabled_reason }),
+                now,
+            ));
+        }
+        (EndpointStatus::Disabled, EndpointStatus::Active) => {
+            effects = effects.log(wh_events::endpoint_log(
+                new.org_id,
+                "enabled",
+                new.uuid,
+                actor,
+                json!({
+                    "previous_disabled_reason": old.disabled_reason,
+                    "previous_consecutive_failures": old.consecutive_failures,
+                }),
+                now,
+            ));
+        }
+        _ => {}
+    }
+    effects
+}
+
+pub async fn delete_endpoint(
+    deps: &Deps<'_>,
+    org_id: i64,
+    uuid: Uuid,
+    actor: Actor,
+) -> WebhookResult<()> {
+    let now = deps.clock.now();
+    deps.store
+        .delete_endpoint(
+            org_id,
+            uuid,
+            now,
+            Box::new(move |e| {
+                Effects::none().log(wh_events::endpoint_log(
+                    e.org_id,
+                    "deleted",
+                    e.uuid,
+                    actor,
+                    json!({ "name": e.name, "url": url_safety::redacted(&e.url) }),
+                    now,
+                ))
+            }),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Replaces the signing secret; the new one is returned once and signs every attempt from now
+/// on (including retries of earlier deliveries).
+pub async fn rotate_secret(
+    deps: &Deps<'_>,
+    org_id: i64,
+    uuid: Uuid,
+    actor: Actor,
+) -> WebhookResult<(EndpointRecord, String)> {
+    let secret = signing::generate_secret();
+    let now = deps.clock.now();
+    let record = deps
+        .store
+        .update_endpoint(
+            org_id,
+            uuid,
+            EndpointPatch {
+                sealed_secret: Some(deps.secrets.seal(secret.as_bytes(), AAD_SIGNING_SECRET)),
+                ..Default::default()
+            },
+            now,
+            Box::new(move |(_, e)| {
+                Effects::none().log(wh_events::endpoint_log(
+                    e.org_id,
+                    "secret_rotated",
+                    e.uuid,
+                    actor,
+                    json!({ "name": e.name }),
+                    now,
+                ))
+            }),
+        )
+        .await?;
+    Ok((record, secret))
+}
+
+/// Sends an `integration.test` event to this endpoint alone. Returns (delivery, event) ids.
+pub async fn send_test(deps: &Deps<'_>, org_id: i64, uuid: Uuid) -> WebhookResult<(Uuid, Uuid)> {
+    let endpoint = deps.store.get_endpoint(org_id, uuid).await?;
+    let event = wh_events::test_event(org_id, endpoint.uuid, &endpoint.name, deps.clock.now());
+    let event_id = event.uuid;
+    let delivery_id = deps
+        .store
+        .create_test_delivery(org_id, uuid, event, Uuid::now_v7())
+        .await?;
+    Ok((delivery_id, event_id))
+}
+
+/// Redelivers a delivery now (see `WebhookStore::retry_delivery`).
+pub async fn retry_delivery(
+    deps: &Deps<'_>,
+    org_id: i64,
+    delivery_uuid: Uuid,
+) -> WebhookResult<DeliveryRecord> {
+    match deps
+        .store
+        .retry_delivery(org_id, delivery_uuid, deps.clock.now())
+        .await
+    {
+        Ok(Ok(d)) => Ok(d),
+        Ok(Err(RetryRefusal::EndpointDeleted)) => Err(WebhookError::EndpointDeleted),
+        Err(StoreError::NotFound) => Err(WebhookError::NotFound("The delivery")),
+        Err(e) => Err(WebhookError::Store(e)),
+    }
+}

@@ -1,0 +1,270 @@
+//! Rules for the fields of a webhook endpoint: name, subscriptions and custom headers.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::catalogue::Pattern;
+
+/// The status of an endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointStatus {
+    /// Receives deliveries.
+    Active,
+    /// Receives nothing until re-enabled; its unfinished deliveries wait.
+    Disabled,
+}
+
+impl EndpointStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EndpointStatus::Active => "active",
+            EndpointStatus::Disabled => "disabled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "active" => Some(EndpointStatus::Active),
+            "disabled" => Some(EndpointStatus::Disabled),
+            _ => None,
+        }
+    }
+}
+
+pub const MAX_NAME_LEN: usize = 200;
+pub const MAX_EVENTS: usize = 200;
+pub const MAX_HEADERS: usize = 20;
+pub const MAX_HEADER_NAME_LEN: usize = 100;
+pub const MAX_HEADER_VALUE_LEN: usize = 1000;
+pub const MAX_HEADERS_TOTAL: usize = 8 * 1024;
+
+/// Checks an endpoint name: 1 to 200 characters, not blank, no control characters.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    if name.chars().count() > MAX_NAME_LEN {
+        return Err(format!("must be at most {MAX_NAME_LEN} characters"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err("must not contain control characters".into());
+    }
+    Ok(())
+}
+
+/// Checks a subscription list. Returns the patterns in the given order without duplicates,
+/// or every problem as `(index, issue)`.
+pub fn check_events(events: &[String]) -> Result<Vec<String>, Vec<(Option<usize>, String)>> {
+    let mut problems = Vec::new();
+    if events.is_empty() {
+        problems.push((
+            None,
+            "must list at least one event name, `*` or `namespace.*`".to_owned(),
+        ));
+    }
+    if events.len() > MAX_EVENTS {
+        problems.push((None, format!("must list at most {MAX_EVENTS} patterns")));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        match Pattern::parse(e) {
+            Ok(p) => {
+                let p = p.to_string();
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+            Err(issue) => problems.push((Some(i), issue)),
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Header names an endpoint may not set (compared in lower case).
+const FORBIDDEN_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "www-authenticate",
+    "cookie",
+    "cookie2",
+    "set-cookie",
+    "host",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "expect",
+    "accept-encoding",
+    "http2-settings",
+    "forwarded",
+    "via",
+    "max-forwards",
+];
+
+/// Header name prefixes an endpoint may not use.
+const FORBIDDEN_PREFIXES: &[&str] = &["content-", "proxy-", "x-switchboard-", "sec-", ":"];
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Checks one custom header. Returns the issue for people.
+pub fn check_header(name: &str, value: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_HEADER_NAME_LEN || !name.bytes().all(is_tchar) {
+        return Err(format!(
+            "`{}` is not a valid header name (1 to {MAX_HEADER_NAME_LEN} characters of letters, digits and !#$%&'*+-.^_`|~)",
+            name.chars().take(MAX_HEADER_NAME_LEN).collect::<String>()
+        ));
+    }
+    let lower = name.to_ascii_lowercase();
+    if FORBIDDEN_HEADERS.contains(&lower.as_str())
+        || FORBIDDEN_PREFIXES.iter().any(|p| lower.starts_with(p))
+    {
+        return Err(format!(
+            "`{name}` cannot be set: authorization, cookie, host, content, transport and X-Switchboard-* headers are reserved"
+        ));
+    }
+    if value.len() > MAX_HEADER_VALUE_LEN {
+        return Err(format!(
+            "the value of `{name}` is longer than {MAX_HEADER_VALUE_LEN} characters"
+        ));
+    }
+    // Visible ASCII and spaces, not starting or ending with whitespace (RFC 9110 field-value).
+    let visible = value
+        .bytes()
+        .all(|b| b == b' ' || b == b'\t' || (0x21..=0x7e).contains(&b));
+    if !visible || value.starts_with([' ', '\t']) || value.ends_with([' ', '\t']) {
+        return Err(format!(
+            "the value of `{name}` must be visible ASCII characters and inner spaces"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a set of custom headers: each one, their number, their total size and duplicate
+/// names (header names are case-insensitive). Returns every problem as `(header name, issue)`.
+pub fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), Vec<(String, String)>> {
+    let mut problems = Vec::new();
+    if headers.len() > MAX_HEADERS {
+        problems.push((String::new(), format!("at most {MAX_HEADERS} headers")));
+    }
+    let total: usize = headers.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if total > MAX_HEADERS_TOTAL {
+        problems.push((
+            String::new(),
+            format!("names and values together must be at most {MAX_HEADERS_TOTAL} bytes"),
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (name, value) in headers {
+        if let Err(issue) = check_header(name, value) {
+            problems.push((name.clone(), issue));
+        } else if !seen.insert(name.to_ascii_lowercase()) {
+            problems.push((
+                name.clone(),
+                format!("`{name}` is given twice (header names are case-insensitive)"),
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(check_name("Orders").is_ok());
+        assert!(check_name("  ").is_err());
+        assert!(check_name("a\nb").is_err());
+        assert!(check_name(&"x".repeat(201)).is_err());
+    }
+
+    #[test]
+    fn events_are_checked_and_deduplicated() {
+        let ok =
+            check_events(&["message.sent".into(), "crm.*".into(), "message.sent".into()]).unwrap();
+        assert_eq!(ok, vec!["message.sent", "crm.*"]);
+        let err = check_events(&["message.sent".into(), "nope.x".into()]).unwrap_err();
+        assert_eq!(err.len(), 1);
+        assert_eq!(err[0].0, Some(1));
+        assert!(err[0].1.contains("nope.x"));
+        assert!(check_events(&[]).is_err());
+    }
+
+    #[test]
+    fn headers_allowed_and_refused() {
+        assert!(check_header("X-Tenant", "acme-1").is_ok());
+        assert!(check_header("X-Api-Version", "2024-01 beta").is_ok());
+        for name in [
+            "Authorization",
+            "authorization",
+            "Proxy-Authorization",
+            "Cookie",
+            "Set-Cookie",
+            "Host",
+            "Content-Type",
+            "content-length",
+            "Content-Encoding",
+            "Connection",
+            "Keep-Alive",
+            "TE",
+            "Transfer-Encoding",
+            "Upgrade",
+            "Trailer",
+            "Expect",
+            "Proxy-Connection",
+            "X-Switchboard-Signature",
+            "x-switchboard-event",
+            "X-Switchboard-Anything",
+        ] {
+            assert!(check_header(name, "v").is_err(), "{name}");
+        }
+        for bad_name in ["", "X Tenant", "X-Tenant:", "Ünicode", "a\r\nb", "(x)"] {
+            assert!(check_header(bad_name, "v").is_err(), "{bad_name:?}");
+        }
+        for bad_value in [
+            "a\r\nX-Injected: 1",
+            "a\nb",
+            "tab\u{7f}",
+            " lead",
+            "trail ",
+            "é",
+            "\0",
+        ] {
+            assert!(check_header("X-Ok", bad_value).is_err(), "{bad_value:?}");
+        }
+        assert!(check_header("X-Ok", &"v".repeat(1001)).is_err());
+    }
+
+    #[test]
+    fn header_sets_are_bounded() {
+        let many: BTreeMap<String, String> =
+            (0..21).map(|i| (format!("X-H{i}"), "v".into())).collect();
+        assert!(check_headers(&many).is_err());
+        let dup: BTreeMap<String, String> =
+            [("X-A".into(), "1".into()), ("x-a".into(), "2".into())]
+                .into_iter()
+                .collect();
+        assert!(check_headers(&dup).is_err());
+        let big: BTreeMap<String, String> = (0..10)
+            .map(|i| (format!("X-H{i}"), "v".repeat(900)))
+            .collect();
+        assert!(check_headers(&big).is_err());
+        assert!(check_headers(&BTreeMap::new()).is_ok());
+    }
+}

@@ -1,0 +1,62 @@
+//! Retention (`SWITCHBOARD_DELIVERY_RETENTION`, 90 days by default): deliveries older than the
+//! retention are deleted with their attempts, and so are outbox events older than it that no
+//! delivery refers to. Deletes go in batches, each in its own short transaction, so the purge
+//! never holds long locks.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::app::Runtime;
+use crate::clock::SharedClock;
+use crate::store::SharedStore;
+
+/// Rows deleted per transaction.
+pub const BATCH: i64 = 1000;
+
+pub struct Purge {
+    store: SharedStore,
+    clock: SharedClock,
+    retention: Duration,
+}
+
+impl Purge {
+    pub fn new(rt: &Runtime) -> Self {
+        Purge {
+            store: rt.store.clone(),
+            clock: rt.clock.clone(),
+            retention: rt.config.delivery_retention,
+        }
+    }
+
+    /// Purges everything older than the retention, batch by batch, until done or stopped.
+    pub async fn run(&self, stop: &CancellationToken) {
+        let cutoff = self.clock.now().saturating_sub(self.retention);
+        let (mut deliveries, mut events) = (0u64, 0u64);
+        while !stop.is_cancelled() {
+            match self.store.purge_deliveries(cutoff, BATCH).await {
+                Ok((d, e)) => {
+                    deliveries += d;
+                    events += e;
+                    if d < BATCH as u64 && e < BATCH as u64 {
+                        break;
+                    }
+                    // Let other writers in between batches.
+                    tokio::task::yield_now().await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not purge old webhook deliveries");
+                    break;
+                }
+            }
+        }
+        if deliveries > 0 || events > 0 {
+            metrics::counter!("webhook_deliveries_purged_total").increment(deliveries);
+            tracing::info!(
+                deliveries,
+                events,
+                "purged webhook deliveries and events past their retention"
+            );
+        }
+    }
+}
