@@ -12,4 +12,5 @@ mod messaging;
 mod org_data;
 mod receivers;
 mod reliability;
+mod scale;
 mod webhooks;
