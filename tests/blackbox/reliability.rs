@@ -148,9 +148,24 @@ async fn postgres_outage_is_503_and_the_service_recovers_without_restart() {
     };
     let proxy = Proxy::start(&target).await;
     let proxied = via(&env.database_url, &proxy);
-    let server = env.start(&[("SWITCHBOARD_DATABASE_URL", &proxied)]).await;
+    let receiver = crate::receivers::Receiver::start().await;
+    let server = env
+        .start(&[
+            ("SWITCHBOARD_DATABASE_URL", &proxied),
+            ("SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS", "true"),
+            ("SWITCHBOARD_WEBHOOK_POLL_INTERVAL", "200ms"),
+        ])
+        .await;
     let path = "/api/v1/integrations/channels";
     server.get(path, &seed.key).await.expect(200);
+    server
+        .post(
+            "/api/v1/integrations/webhook-endpoints",
+            &seed.key,
+            &serde_json::json!({"name": "r", "url": receiver.url("/sink"), "events": ["message.sent"]}),
+        )
+        .await
+        .expect(201);
     server
         .call(Method::GET, "/readyz", None, None)
         .await
@@ -161,6 +176,10 @@ async fn postgres_outage_is_503_and_the_service_recovers_without_restart() {
         .get(path, &seed.key)
         .await
         .expect_error(503, "service_unavailable");
+    let body = serde_json::json!({"phone": "+4915123456789", "message": "during the outage"});
+    let headers = [("Idempotency-Key", "outage-1")];
+    let send = || server.post_with("/api/v1/integrations/messages", &seed.key, &body, &headers);
+    send().await.expect_error(503, "service_unavailable");
     assert!(r.header("retry-after").is_some());
     server
         .call(Method::GET, "/readyz", None, None)
@@ -177,6 +196,11 @@ async fn postgres_outage_is_503_and_the_service_recovers_without_restart() {
     })
     .await;
     assert!(recovered, "requests succeed again once PostgreSQL is back");
+    // The failed send was not stored: the client's retry with the same key succeeds, and the
+    // dispatcher (which lost its connections too) delivers its event.
+    send().await.expect(201);
+    let got = receiver.wait_for("/sink", 1, Duration::from_secs(30)).await;
+    assert_eq!(got.len(), 1, "the dispatcher recovered without a restart");
     server
         .call(Method::GET, "/readyz", None, None)
         .await
