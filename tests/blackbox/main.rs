@@ -13,4 +13,5 @@ mod org_data;
 mod receivers;
 mod reliability;
 mod scale;
+mod soak;
 mod webhooks;
