@@ -211,6 +211,34 @@ fn spawn_background(
     tasks.spawn(dispatcher.run(shutdown.clone()));
 
     spawn_idempotency_purge(rt, tasks, shutdown);
+    spawn_backlog_gauges(rt, tasks, shutdown);
+}
+
+/// Every few seconds: the webhook backlog as gauges, so that a growing queue can be alerted on
+/// (`webhook_deliveries_due`, `webhook_oldest_due_seconds`).
+fn spawn_backlog_gauges(rt: &Runtime, tasks: &TaskTracker, shutdown: &CancellationToken) {
+    let store = rt.store.clone();
+    let clock = rt.clock.clone();
+    let stop = shutdown.clone();
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let now = clock.now();
+            match store.delivery_backlog(now).await {
+                Ok((due, oldest)) => {
+                    metrics::gauge!("webhook_deliveries_due").set(due as f64);
+                    let age = oldest.map(|t| now.since(t).as_secs_f64()).unwrap_or(0.0);
+                    metrics::gauge!("webhook_oldest_due_seconds").set(age);
+                }
+                Err(e) => tracing::debug!(error = %e, "could not read the webhook backlog"),
+            }
+        }
+    });
 }
 
 /// How many expired idempotency records one purge statement deletes.

@@ -473,7 +473,18 @@ pub async fn send(
     }
 
     // The provider call: no transaction is open.
+    let started = std::time::Instant::now();
     let outcome = provider.send(&recipient, &input.content).await;
+    let result = match &outcome {
+        Ok(_) => "accepted",
+        Err(ProviderError::Rejected { .. }) => "rejected",
+        Err(ProviderError::Unavailable(_)) => "unavailable",
+        Err(ProviderError::NotConfigured(_)) => "not_configured",
+        Err(ProviderError::Unsupported(_)) => "unsupported",
+    };
+    metrics::counter!("provider_sends_total", "channel_type" => channel.channel_type.as_str(), "result" => result).increment(1);
+    metrics::histogram!("provider_send_duration_seconds", "channel_type" => channel.channel_type.as_str())
+        .record(started.elapsed().as_secs_f64());
     let (status, provider_message_id, error) = match &outcome {
         Ok(accepted) => (
             accepted.status,
@@ -594,9 +605,12 @@ pub async fn ingest(
             .collect(),
         now,
     };
-    Ok(store
+    let outcome = store
         .record_provider_batch(batch, Box::new(batch_effects))
-        .await?)
+        .await?;
+    metrics::counter!("provider_callbacks_total", "channel_type" => channel.channel_type.as_str())
+        .increment(1);
+    Ok(outcome)
 }
 
 async fn sandbox_channel(store: &dyn Store, id: i64) -> OpResult<Channel> {

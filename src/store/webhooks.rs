@@ -339,6 +339,8 @@ pub trait WebhookStore: Send + Sync {
     async fn record_attempts(&self, outcomes: Vec<AttemptOutcome>) -> StoreResult<Vec<Recorded>>;
     /// When the next delivery becomes due (`None`: nothing scheduled).
     async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>>;
+    /// The backlog at `now`: how many deliveries are due (or overdue), and the oldest due time.
+    async fn delivery_backlog(&self, now: Timestamp) -> StoreResult<(i64, Option<Timestamp>)>;
     /// Deletes up to `batch` deliveries created before `cutoff` (with their attempts), then up
     /// to `batch` outbox events older than `cutoff` that no delivery refers to. Returns how many
     /// rows of each were deleted.

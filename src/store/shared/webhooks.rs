@@ -1199,6 +1199,15 @@ impl WebhookStore for Backend {
         .await?)
     }
 
+    async fn delivery_backlog(&self, now: Timestamp) -> StoreResult<(i64, Option<Timestamp>)> {
+        Ok(sqlx::query_as(
+            "SELECT COUNT(*), MIN(due_at) FROM webhook_deliveries WHERE due_at IS NOT NULL AND due_at <= $1",
+        )
+        .bind(now)
+        .fetch_one(self.reader())
+        .await?)
+    }
+
     async fn purge_deliveries(&self, cutoff: Timestamp, batch: i64) -> StoreResult<(u64, u64)> {
         let mut tx = self.begin().await?;
         let deliveries = sqlx::query(
