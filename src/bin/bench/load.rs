@@ -10,9 +10,8 @@ use crate::receiver::Receiver;
 use crate::report::{Latency, Rate};
 use crate::server::{Seed, Server};
 
-pub fn client(connections: usize) -> reqwest::Client {
+pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
-        .pool_max_idle_per_host(connections * 2)
         .timeout(Duration::from_secs(30))
         .build()
         .expect("HTTP client")
@@ -135,13 +134,14 @@ pub async fn paced_sends(
     seed: &Seed,
     per_sec: f64,
     duration: Duration,
-) {
+) -> usize {
     let interval = Duration::from_secs_f64(1.0 / per_sec);
     let mut tick = tokio::time::interval(interval);
     let end = Instant::now() + duration;
+    let mut ok = 0;
     while Instant::now() < end {
         tick.tick().await;
-        let _ = Req::post(
+        let r = Req::post(
             srv.url("/api/v1/integrations/messages"),
             &seed.key,
             uuid::Uuid::new_v4().to_string(),
@@ -149,68 +149,64 @@ pub async fn paced_sends(
         )
         .send(client)
         .await;
+        if matches!(r, Ok(s) if (200..300).contains(&s)) {
+            ok += 1;
+        }
     }
+    ok
 }
 
-/// Sends `n` messages as fast as possible, then measures how fast their deliveries arrive:
-/// deliveries per second from the first send to the last delivery.
+/// Sends `n` messages as fast as possible, each fanned out to `endpoints` endpoints, and
+/// measures the rate at which the deliveries arrive (first arrival to last).
 pub async fn backlog(
     client: &reqwest::Client,
     srv: &Server,
     seed: &Seed,
     receiver: &Receiver,
     n: usize,
+    endpoints: usize,
     connections: usize,
 ) -> Option<Rate> {
-    let started = Instant::now();
     let next = Arc::new(AtomicUsize::new(0));
+    let sent = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..connections {
-        let client = client.clone();
-        let next = next.clone();
+        let (client, next, sent) = (client.clone(), next.clone(), sent.clone());
         let url = srv.url("/api/v1/integrations/messages");
         let key = seed.key.clone();
         let body = send_body(seed);
         tasks.push(tokio::spawn(async move {
             while next.fetch_add(1, Ordering::SeqCst) < n {
-                let _ = Req::post(
-                    url.clone(),
-                    &key,
-                    uuid::Uuid::new_v4().to_string(),
-                    body.clone(),
-                )
-                .send(&client)
-                .await;
+                if let Ok(s) = Req::post(url.clone(), &key, uuid::Uuid::new_v4().to_string(), body.clone()).send(&client).await {
+                    if (200..300).contains(&s) {
+                        sent.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
             }
         }));
     }
     for t in tasks {
         let _ = t.await;
     }
-    let complete = receiver.wait_for(n, Duration::from_secs(300)).await;
-    let elapsed = started.elapsed().as_secs_f64();
+    let expected = sent.load(Ordering::SeqCst) * endpoints;
+    let complete = receiver.wait_for(expected, Duration::from_secs(600)).await;
     let got = receiver.count();
     if !complete {
-        eprintln!("  only {got} of {n} deliveries arrived");
+        eprintln!("  only {got} of {expected} deliveries arrived");
     }
-    Some(Rate {
-        per_sec: got as f64 / elapsed,
-        ok: got,
-        failed: n.saturating_sub(got),
-        latency: None,
-    })
+    Some(Rate { per_sec: receiver.arrival_rate()?, ok: got, failed: expected.saturating_sub(got), latency: None })
 }
 
-/// A plain client posting the same body to the same receiver: the floor for deliveries.
-pub async fn plain_posts(client: &reqwest::Client, args: &Args, url: &str, body: Vec<u8>) -> Rate {
-    let url = url.to_owned();
+/// A plain client posting the same body to the same receivers, with the dispatcher's default
+/// concurrency: the floor for delivery rates.
+pub async fn plain_posts(client: &reqwest::Client, args: &Args, urls: &[String], body: Vec<u8>) -> Rate {
     let body = bytes::Bytes::from(body);
     let deadline = Instant::now() + args.duration;
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..args.connections {
+    for task in 0..args.plain_concurrency {
         let client = client.clone();
-        let url = url.clone();
+        let url = urls[task % urls.len()].clone();
         let body = body.clone();
         tasks.push(tokio::spawn(async move {
             let mut ok = 0usize;

@@ -42,8 +42,15 @@ pub struct Args {
     #[arg(long, default_value_t = 32)]
     pub connections: usize,
     /// Messages sent to build the webhook backlog whose draining is measured.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = 2000)]
     pub backlog: usize,
+    /// Webhook endpoints (each its own receiver URL) subscribed during the backlog measurement.
+    #[arg(long, default_value_t = 8)]
+    pub endpoints: usize,
+    /// Concurrency of the plain client that is the floor for delivery rates (the dispatcher's
+    /// default global concurrency).
+    #[arg(long, default_value_t = 64)]
+    pub plain_concurrency: usize,
     /// Where to write the JSON results.
     #[arg(long, default_value = "bench-results/latest.json")]
     pub json: PathBuf,
@@ -106,7 +113,7 @@ async fn scenarios(
     out.startup_ms = Some(started.startup.as_secs_f64() * 1000.0);
     out.idle_rss_mb = started.rss_mb();
     let srv = started;
-    let client = load::client(args.connections);
+    let client = load::client();
 
     let base = srv.base.clone();
     let key = seed.key.clone();
@@ -124,69 +131,51 @@ async fn scenarios(
         .await,
     );
 
-    // A subscribed endpoint, so that every send also produces a delivery.
-    let endpoint = srv
-        .create_endpoint(&client, &seed.key, &receiver.url(), &["message.sent"])
-        .await;
+    // One subscribed endpoint while sends are measured: every send also produces a delivery.
+    let endpoint = srv.create_endpoint(&client, &seed.key, &receiver.url(0), &["message.sent"]).await;
     if endpoint.is_none() {
         eprintln!("  (webhook endpoints are not available; delivery measurements skipped)");
     }
 
     eprintln!("  POST /messages");
-    let (url, k, body) = (
-        format!("{base}/api/v1/integrations/messages"),
-        key.clone(),
-        load::send_body(&seed),
-    );
+    let (url, k, body) = (format!("{base}/api/v1/integrations/messages"), key.clone(), load::send_body(&seed));
     let sends = load::closed_loop(&client, args, move |task, i| {
-        load::Req::post(
-            url.clone(),
-            &k,
-            format!("bench-{task}-{i}-{}", uuid::Uuid::new_v4()),
-            body.clone(),
-        )
+        load::Req::post(url.clone(), &k, format!("bench-{task}-{i}-{}", uuid::Uuid::new_v4()), body.clone())
     })
     .await;
+    let sent = sends.ok;
     out.sends = (sends.ok > 0).then_some(sends);
+    if endpoint.is_some() {
+        // Let the deliveries of the sends drain before the next measurements.
+        receiver.wait_for(sent, Duration::from_secs(600)).await;
+    }
 
     eprintln!("  GET /messages");
-    let (url, k) = (
-        format!("{base}/api/v1/integrations/messages?limit=50"),
-        key.clone(),
-    );
-    let history = load::closed_loop(&client, args, move |_, _| {
-        load::Req::get(url.clone(), Some(&k))
-    })
-    .await;
+    let (url, k) = (format!("{base}/api/v1/integrations/messages?limit=50"), key.clone());
+    let history = load::closed_loop(&client, args, move |_, _| load::Req::get(url.clone(), Some(&k))).await;
     out.messages_page = (history.ok > 0).then_some(history);
 
     if endpoint.is_some() {
-        // Light load: one send at a time, a few per second; time from commit to arrival.
+        // Light load: one send at a time, 20 per second; time from the event to its arrival.
         receiver.reset();
         eprintln!("  event-to-delivery, light load");
-        load::paced_sends(&client, &srv, &seed, 20.0, Duration::from_secs(5)).await;
-        receiver.wait_for(100, Duration::from_secs(30)).await;
+        let n = load::paced_sends(&client, &srv, &seed, 20.0, Duration::from_secs(5)).await;
+        receiver.wait_for(n, Duration::from_secs(60)).await;
         out.delivery_latency_light = receiver.latency_summary();
 
-        // Heavy load: a burst of sends, then the time to drain the deliveries.
+        // Heavy load: more endpoints, a burst of sends, and the rate at which deliveries arrive.
+        for n in 1..args.endpoints {
+            srv.create_endpoint(&client, &seed.key, &receiver.url(n), &["message.sent"]).await;
+        }
         receiver.reset();
-        eprintln!("  deliveries per second (backlog of {})", args.backlog);
-        let drained = load::backlog(
-            &client,
-            &srv,
-            &seed,
-            &receiver,
-            args.backlog,
-            args.connections,
-        )
-        .await;
-        out.deliveries_per_sec = drained;
+        eprintln!("  deliveries per second ({} sends x {} endpoints)", args.backlog, args.endpoints);
+        out.deliveries_per_sec = load::backlog(&client, &srv, &seed, &receiver, args.backlog, args.endpoints, args.connections).await;
         out.delivery_latency_heavy = receiver.latency_summary();
 
-        eprintln!("  plain client to the same receiver");
+        eprintln!("  plain client to the same receivers");
         let body = receiver.sample_body().unwrap_or_else(|| b"{}".to_vec());
-        out.plain_client_per_sec =
-            Some(load::plain_posts(&client, args, &receiver.url(), body).await);
+        let urls: Vec<String> = (0..args.endpoints).map(|n| receiver.url(n)).collect();
+        out.plain_client_per_sec = Some(load::plain_posts(&client, args, &urls, body).await);
     }
     out.peak_rss_mb = srv.peak_rss_mb();
     drop(srv);

@@ -15,6 +15,8 @@ struct Inner {
     /// Event-to-arrival times in milliseconds.
     latencies: Vec<f64>,
     count: usize,
+    first: Option<std::time::Instant>,
+    last: Option<std::time::Instant>,
     sample: Option<Vec<u8>>,
 }
 
@@ -33,8 +35,11 @@ async fn receive(State(inner): State<Arc<Mutex<Inner>>>, body: Bytes) -> &'stati
                 .as_str()
                 .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
         });
+    let arrived = std::time::Instant::now();
     let mut i = inner.lock().unwrap();
     i.count += 1;
+    i.first.get_or_insert(arrived);
+    i.last = Some(arrived);
     if let Some(at) = occurred {
         i.latencies.push(
             (now - at.with_timezone(&chrono::Utc))
@@ -53,7 +58,7 @@ impl Receiver {
     pub async fn start() -> anyhow::Result<Receiver> {
         let inner = Arc::new(Mutex::new(Inner::default()));
         let app = Router::new()
-            .route("/hook", post(receive))
+            .route("/hook/{n}", post(receive))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -63,14 +68,17 @@ impl Receiver {
         Ok(Receiver { addr, inner })
     }
 
-    pub fn url(&self) -> String {
-        format!("http://{}/hook", self.addr)
+    /// The URL of the receiver's `n`th hook (each endpoint gets its own URL).
+    pub fn url(&self, n: usize) -> String {
+        format!("http://{}/hook/{n}", self.addr)
     }
 
     pub fn reset(&self) {
         let mut i = self.inner.lock().unwrap();
         i.latencies.clear();
         i.count = 0;
+        i.first = None;
+        i.last = None;
     }
 
     pub fn count(&self) -> usize {
@@ -91,6 +99,13 @@ impl Receiver {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         false
+    }
+
+    /// Arrivals per second between the first and the last arrival since the last reset.
+    pub fn arrival_rate(&self) -> Option<f64> {
+        let i = self.inner.lock().unwrap();
+        let span = i.last?.duration_since(i.first?).as_secs_f64();
+        (span > 0.0 && i.count > 1).then(|| (i.count - 1) as f64 / span)
     }
 
     pub fn latency_summary(&self) -> Option<Latency> {

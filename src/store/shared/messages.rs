@@ -732,32 +732,42 @@ impl MessageStore for Backend {
         after: Option<HistoryCursor>,
         limit: i64,
     ) -> StoreResult<Vec<MessageRecord>> {
-        let rows: Vec<MessageRow> = sqlx::query_as(select_messages!(
-            "WHERE m.org_id = $1
-               AND ($2 IS NULL OR m.channel_id = $2)
-               AND ($3 IS NULL OR m.contact_id = $3)
-               AND ($4 IS NULL OR m.conversation_id = $4)
-               AND ($5 IS NULL OR m.direction = $5)
-               AND ($6 IS NULL OR m.status = $6)
-               AND ($7 IS NULL OR m.created_at >= $7)
-               AND ($8 IS NULL OR m.created_at < $8)
-               AND ($9 IS NULL OR m.created_at < $9 OR (m.created_at = $9 AND m.id < $10))
-             ORDER BY m.created_at DESC, m.id DESC
-             LIMIT $11"
-        ))
-        .bind(org_id)
-        .bind(filter.channel_id)
-        .bind(filter.contact_id)
-        .bind(filter.conversation_id)
-        .bind(filter.direction.map(Direction::as_str))
-        .bind(filter.status.map(MessageStatus::as_str))
-        .bind(filter.since)
-        .bind(filter.until)
-        .bind(after.map(|c| c.created_at))
-        .bind(after.map(|c| c.id).unwrap_or(0))
-        .bind(limit)
-        .fetch_all(self.reader())
-        .await?;
+        // Only the filters that are set appear in the statement, so that each combination gets
+        // a plan that uses its index (a generic `($n IS NULL OR ...)` plan would not).
+        let mut q = sqlx::QueryBuilder::<Db>::new(select_messages!("WHERE m.org_id = "));
+        q.push_bind(org_id);
+        if let Some(id) = filter.channel_id {
+            q.push(" AND m.channel_id = ").push_bind(id);
+        }
+        if let Some(id) = filter.contact_id {
+            q.push(" AND m.contact_id = ").push_bind(id);
+        }
+        if let Some(id) = filter.conversation_id {
+            q.push(" AND m.conversation_id = ").push_bind(id);
+        }
+        if let Some(d) = filter.direction {
+            q.push(" AND m.direction = ").push_bind(d.as_str());
+        }
+        if let Some(st) = filter.status {
+            q.push(" AND m.status = ").push_bind(st.as_str());
+        }
+        if let Some(t) = filter.since {
+            q.push(" AND m.created_at >= ").push_bind(t);
+        }
+        if let Some(t) = filter.until {
+            q.push(" AND m.created_at < ").push_bind(t);
+        }
+        if let Some(c) = after {
+            q.push(" AND (m.created_at < ")
+                .push_bind(c.created_at)
+                .push(" OR (m.created_at = ")
+                .push_bind(c.created_at)
+                .push(" AND m.id < ")
+                .push_bind(c.id)
+                .push("))");
+        }
+        q.push(" ORDER BY m.created_at DESC, m.id DESC LIMIT ").push_bind(limit);
+        let rows: Vec<MessageRow> = q.build_query_as().fetch_all(self.reader()).await?;
         rows.into_iter().map(TryInto::try_into).collect()
     }
 }
