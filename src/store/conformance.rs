@@ -522,3 +522,4 @@ fn both_backends_have_the_same_migrations() {
 }
 
 mod messaging;
+mod templates;
