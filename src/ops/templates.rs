@@ -247,7 +247,7 @@ pub async fn create_template(
         )));
     }
     let (name, language) = (input.name.clone(), input.language.clone());
-    store
+    let created = store
         .create_template(
             NewTemplate {
                 uuid: Uuid::now_v7(),
@@ -269,22 +269,31 @@ pub async fn create_template(
                 admin_log(t, log_types::TEMPLATE_CREATED, Value::Object(d), &actor)
             }),
         )
-        .await
-        .map_err(|e| match e {
-            StoreError::UniqueViolation(c)
-                if c.as_deref().is_some_and(|c| c.contains("provider")) =>
-            {
-                OpError::Conflict(format!(
+        .await;
+    match created {
+        Ok(t) => Ok(t),
+        Err(StoreError::UniqueViolation(_)) => {
+            // Which unique rule: the name and language, or the provider id (the backends do
+            // not all name the constraint).
+            let taken = store
+                .list_channel_templates(channel.id)
+                .await?
+                .iter()
+                .any(|t| t.name == name && t.language == language);
+            Err(OpError::Conflict(if taken {
+                format!(
+                    "channel {} already has a template `{name}` in {language}",
+                    channel.id
+                )
+            } else {
+                format!(
                     "--provider-template-id: another template of channel {} has this provider id",
                     channel.id
-                ))
-            }
-            StoreError::UniqueViolation(_) => OpError::Conflict(format!(
-                "channel {} already has a template `{name}` in {language}",
-                channel.id
-            )),
-            other => other.into(),
-        })
+                )
+            }))
+        }
+        Err(other) => Err(other.into()),
+    }
 }
 
 /// `admin template update`.
