@@ -249,7 +249,7 @@ fn count_placeholders(text: &str, max: Option<usize>) -> Result<usize, String> {
     Ok(n)
 }
 
-fn upper_member<'a>(c: &'a Map<String, Value>, key: &str) -> Option<String> {
+fn upper_member(c: &Map<String, Value>, key: &str) -> Option<String> {
     c.get(key)
         .and_then(Value::as_str)
         .map(|s| s.trim().to_ascii_uppercase())
@@ -651,10 +651,8 @@ pub fn fit_parameters(def: &TemplateDefinition, components: &[Value]) -> Validat
                     check_text_param(&mut errors, p, &format!("{path}.parameters[0]"));
                 }
             }
-            "footer" => {
-                if !params.is_empty() {
-                    errors.add(format!("{path}.parameters"), "a footer takes no parameters");
-                }
+            "footer" if !params.is_empty() => {
+                errors.add(format!("{path}.parameters"), "a footer takes no parameters");
             }
             "button" | "buttons" => {
                 let Some(index) = button_index(c) else {
