@@ -169,8 +169,11 @@ pub struct UpdateTemplate {
     pub provider_template_id: Option<String>,
 }
 
+/// A category or status flag, in any case (`utility`, `UTILITY`).
 fn parse_flag<T: std::str::FromStr<Err = String>>(flag: &str, v: &str) -> OpResult<T> {
-    v.parse::<T>()
+    v.trim()
+        .to_ascii_lowercase()
+        .parse::<T>()
         .map_err(|e| OpError::Invalid(format!("{flag}: {e}")))
 }
 
@@ -990,7 +993,18 @@ pub async fn send_catalog(
 
     // The provider call: no transaction is open.
     let outcome = provider.send(&recipient, &content).await;
-    let (status, provider_message_id, error) = classify_outcome(&outcome, &channel)?;
+    let (status, provider_message_id, error) = match classify_outcome(&outcome, &channel) {
+        Ok(x) => x,
+        Err(e) => {
+            // A channel that lacks its provider settings refuses the recipient too.
+            if let (CatalogMode::Campaign, SendError::ChannelUnusable { .. }) = (input.mode, &e) {
+                if let Some(refusal) = Refusal::of_send_error(&e) {
+                    audit_refusal(ctx, &input, &actor, Some(channel.id), &refusal).await?;
+                }
+            }
+            return Err(e);
+        }
+    };
     let rejection = outcome.as_ref().err().cloned();
     let policy = match (input.mode, &rejection) {
         (CatalogMode::Initiation, None) => ConversationPolicy::OpenOrContinue,

@@ -1690,13 +1690,14 @@ async fn campaign_sends_are_validated_and_audited(backend: Backend) {
         &w.env,
         w.wa_id,
         "spring_sale",
-        "marketing",
+        "MARKETING",
         &[
             "--components",
             r#"[{"type":"BODY","text":"Spring sale: {{1}} off"}]"#,
         ],
     )
     .await;
+    assert_eq!(marketing["category"], "marketing", "flags in any case");
     let campaign = |phone: &str, purpose: &str| {
         json!({
             "channel_slug": "wa",
@@ -1792,6 +1793,39 @@ async fn campaign_sends_are_validated_and_audited(backend: Backend) {
             .await
             .expect_error(422, "invalid_channel"),
     ));
+    // A WhatsApp channel without its provider settings refuses at the provider step.
+    let bare = w
+        .env
+        .admin(&[
+            "channel",
+            "create",
+            "--org",
+            &w.seed.org_id.to_string(),
+            "--type",
+            "whatsapp_cloud",
+            "--name",
+            "Bare",
+            "--slug",
+            "bare",
+        ])
+        .await;
+    let bare_template = template(
+        &w.env,
+        bare["id"].as_i64().unwrap(),
+        "spring_sale",
+        "marketing",
+        &[],
+    )
+    .await;
+    let mut unconfigured = campaign("+4915223456789", "marketing");
+    unconfigured["channel_slug"] = json!("bare");
+    unconfigured["template_uuid"] = bare_template["uuid"].clone();
+    let r = w
+        .post(&unconfigured)
+        .await
+        .expect_error(422, "invalid_channel");
+    assert_eq!(r.body["error"]["details"]["reason"], "not_configured");
+    refusals.push(("invalid_channel", r));
     // template_uuid without consent is a campaign send missing its consent.
     let mut only_uuid = campaign("+4915223456789", "marketing");
     only_uuid.as_object_mut().unwrap().remove("consent");
