@@ -143,6 +143,16 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "how long SIGTERM waits for in-flight requests and attempts",
     },
     Setting {
+        name: "consent_clock_skew",
+        default: "5m",
+        meaning: "how far in the future a consent's captured_at may lie (the caller's clock may run ahead)",
+    },
+    Setting {
+        name: "consent_max_age",
+        default: "",
+        meaning: "when set, consent captured longer ago than this is refused (unset: any age)",
+    },
+    Setting {
         name: "log",
         default: "info",
         meaning: "log filter (tracing EnvFilter syntax)",
@@ -262,6 +272,8 @@ pub struct Config {
     pub http_header_timeout: Duration,
     pub http_body_timeout: Duration,
     pub shutdown_grace: Duration,
+    pub consent_clock_skew: Duration,
+    pub consent_max_age: Option<Duration>,
     pub log: String,
     pub log_format: LogFormat,
 }
@@ -425,9 +437,31 @@ impl Config {
                 Duration::ZERO,
                 Duration::from_secs(3600),
             )?,
+            consent_clock_skew: src.duration(
+                "consent_clock_skew",
+                Duration::ZERO,
+                Duration::from_secs(86400),
+            )?,
+            consent_max_age: if src.get("consent_max_age").is_empty() {
+                None
+            } else {
+                Some(src.duration(
+                    "consent_max_age",
+                    Duration::from_secs(60),
+                    Duration::from_secs(36500 * 86400),
+                )?)
+            },
             log,
             log_format,
         })
+    }
+
+    /// The time rules of consent evidence (conversation initiation and campaign sends).
+    pub fn consent_rules(&self) -> crate::domain::template::ConsentRules {
+        crate::domain::template::ConsentRules {
+            clock_skew: self.consent_clock_skew,
+            max_age: self.consent_max_age,
+        }
     }
 
     /// The number of delivery attempts: one more than the number of retry delays.

@@ -50,6 +50,9 @@ pub enum AdminCommand {
     /// The sandbox channel's provider side: inbound messages and status changes.
     #[command(subcommand)]
     Sandbox(super::admin_messaging::SandboxCommand),
+    /// The template catalogue of WhatsApp Cloud channels.
+    #[command(subcommand)]
+    Template(super::admin_templates::TemplateCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -209,6 +212,7 @@ async fn execute(rt: &Runtime, command: AdminCommand) -> Result<Output, OpError>
         AdminCommand::User(c) => super::admin_users::run(rt, c).await,
         AdminCommand::Contact(c) => super::admin_messaging::contact(rt, c).await,
         AdminCommand::Sandbox(c) => super::admin_messaging::sandbox(rt, c).await,
+        AdminCommand::Template(c) => super::admin_templates::run(rt, c).await,
     }
 }
 

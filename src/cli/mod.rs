@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod admin_master_key;
 pub mod admin_messaging;
+pub mod admin_templates;
 pub mod admin_users;
 
 use std::path::PathBuf;

@@ -82,6 +82,9 @@ pub struct Conversation {
     pub last_inbound_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// The consent evidence under which the business initiated the conversation (conversation
+    /// initiation), if any.
+    pub consent_uuid: Option<Uuid>,
 }
 
 /// Why a free-form message cannot be sent on a windowed channel.
@@ -167,6 +170,7 @@ mod tests {
             last_inbound_at: last.map(Timestamp::from_millis),
             created_at: Timestamp::from_millis(0),
             updated_at: Timestamp::from_millis(0),
+            consent_uuid: None,
         }
     }
 

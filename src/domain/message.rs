@@ -78,6 +78,8 @@ macro_rules! string_enum {
     };
 }
 
+pub(crate) use string_enum;
+
 string_enum!(
     /// The kind of content a message carries.
     MessageType {
@@ -800,7 +802,7 @@ pub fn validate_media(input: &MediaInput<'_>) -> Result<Content, ValidationError
 }
 
 /// Checks a template language code such as `en`, `en_US`, `pt_BR` or `zh_Hant_HK`.
-fn check_language(code: &str) -> Result<(), String> {
+pub fn check_language(code: &str) -> Result<(), String> {
     let ok = (2..=15).contains(&code.len())
         && code.as_bytes()[0].is_ascii_alphabetic()
         && code
@@ -862,12 +864,23 @@ pub fn validate_template(value: Option<&Value>) -> Result<Content, ValidationErr
             errors.add("template.language", issue);
         }
     }
-    let components = match array(
-        &mut errors,
-        obj.get("components"),
-        "template.components",
-        false,
-    ) {
+    let components = validate_template_components(&mut errors, obj.get("components"));
+    errors.into_result()?;
+    Ok(Content::Template(Template {
+        name: name.expect("validated").to_owned(),
+        language: language.expect("validated").to_owned(),
+        components,
+    }))
+}
+
+/// Checks the `components` of a template send (an optional array of at most
+/// [`MAX_TEMPLATE_COMPONENTS`] component objects, each with a known `type` and typed
+/// `parameters`), adding errors under `template.components`; returns the components as given.
+pub fn validate_template_components(
+    errors: &mut ValidationErrors,
+    value: Option<&Value>,
+) -> Vec<Value> {
+    match array(errors, value, "template.components", false) {
         None => Vec::new(),
         Some(items) => {
             if items.len() > MAX_TEMPLATE_COMPONENTS {
@@ -878,10 +891,10 @@ pub fn validate_template(value: Option<&Value>) -> Result<Content, ValidationErr
             }
             for (i, c) in items.iter().enumerate() {
                 let path = format!("template.components[{i}]");
-                let Some(c) = object(&mut errors, Some(c), &path, true) else {
+                let Some(c) = object(errors, Some(c), &path, true) else {
                     continue;
                 };
-                match str_member(&mut errors, c, "type", &path) {
+                match str_member(errors, c, "type", &path) {
                     None => errors.add(
                         format!("{path}.type"),
                         "is required: header, body, footer or button",
@@ -895,15 +908,15 @@ pub fn validate_template(value: Option<&Value>) -> Result<Content, ValidationErr
                     Some(_) => {}
                 }
                 if let Some(params) = array(
-                    &mut errors,
+                    errors,
                     c.get("parameters"),
                     &format!("{path}.parameters"),
                     false,
                 ) {
                     for (j, p) in params.iter().enumerate() {
                         let ppath = format!("{path}.parameters[{j}]");
-                        if let Some(p) = object(&mut errors, Some(p), &ppath, true) {
-                            if str_member(&mut errors, p, "type", &ppath).is_none()
+                        if let Some(p) = object(errors, Some(p), &ppath, true) {
+                            if str_member(errors, p, "type", &ppath).is_none()
                                 && !errors.0.iter().any(|e| e.field == format!("{ppath}.type"))
                             {
                                 errors.add(format!("{ppath}.type"), "is required");
@@ -917,13 +930,7 @@ pub fn validate_template(value: Option<&Value>) -> Result<Content, ValidationErr
             }
             items.clone()
         }
-    };
-    errors.into_result()?;
-    Ok(Content::Template(Template {
-        name: name.expect("validated").to_owned(),
-        language: language.expect("validated").to_owned(),
-        components,
-    }))
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod permission;
 pub mod phone;
 pub mod scope;
 pub mod scope_catalogue;
+pub mod template;
 pub mod time;
 pub mod user;
 pub mod validation;

@@ -45,6 +45,10 @@ pub struct InboundResult {
     pub statuses_ignored: usize,
     /// Items understood but not kept (other phone numbers, other webhook fields).
     pub skipped: usize,
+    /// Catalog templates whose status changed (WhatsApp `message_template_status_update`).
+    pub templates_updated: usize,
+    /// Template status changes for unknown templates, or that changed nothing.
+    pub templates_ignored: usize,
 }
 
 fn not_found() -> ApiError {
@@ -153,14 +157,26 @@ pub async fn callback(
     provider
         .verify_callback(&headers, &body)
         .map_err(inbound_error)?;
-    let parsed = provider.parse_callback(&body).map_err(inbound_error)?;
+    let mut parsed = provider.parse_callback(&body).map_err(inbound_error)?;
     let skipped = parsed.skipped;
+    let templates = std::mem::take(&mut parsed.templates);
     let outcome = ingest(state.store.as_ref(), state.clock.as_ref(), &channel, parsed)
         .await
         .map_err(|e| match e {
             crate::ops::OpError::Store(s) => ApiError::from(s),
             other => ApiError::internal(other.to_string()),
         })?;
+    let template_outcome = crate::ops::templates::apply_provider_statuses(
+        state.store.as_ref(),
+        state.clock.as_ref(),
+        &channel,
+        templates,
+    )
+    .await
+    .map_err(|e| match e {
+        crate::ops::OpError::Store(s) => ApiError::from(s),
+        other => ApiError::internal(other.to_string()),
+    })?;
     let received = outcome
         .messages
         .iter()
@@ -177,6 +193,8 @@ pub async fn callback(
         statuses_applied: applied,
         statuses_ignored: outcome.statuses.len() - applied,
         skipped,
+        templates_updated: template_outcome.applied,
+        templates_ignored: template_outcome.ignored,
     }))
 }
 

@@ -30,6 +30,7 @@ use crate::store::{ClaimToken, HistoryCursor, MessageFilter, Recorded, StoredRes
 use super::auth::Principal;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorObject};
 use super::idempotency::{self, ClaimLost, IdempotencyKey};
+use super::initiation::CatalogSendResponse;
 use super::json::{RawJson, parse};
 use super::pagination::{Page, PageRequest};
 use super::query::QueryParams;
@@ -89,25 +90,47 @@ pub struct SendMediaRequest {
     pub caption: Option<String>,
 }
 
-/// Send a provider template.
+/// Send a provider template. Three forms:
+///
+/// * a plain template send: `template` (`name`, `language`, `components`) to `contact_uuid` or
+///   `phone`, on the channel chosen as for every send;
+/// * a conversation initiation (`ensure_conversation: true`): explicit `channel_id` of an
+///   active whatsapp_cloud channel, `phone` (or `contact_uuid`), `template_uuid` of an active,
+///   approved catalog template of that channel, `consent`, optionally `first_name` and
+///   `template` (whose `name`/`language` must agree with the catalog; its `components` carry
+///   the parameters, which must fit the template);
+/// * a synchronized campaign recipient: a plain template send that also carries
+///   `template_uuid` and `consent`; the same template and consent rules apply, on the channel
+///   chosen as for every send, without opening a conversation, and every such send is audited
+///   (`campaign_send.validated` / `campaign_send.refused`).
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 pub struct SendTemplateRequest {
+    /// The channel by id. Required for conversation initiation (an active whatsapp_cloud
+    /// channel); `channel_slug` and default channels do not count there.
     pub channel_id: Option<i64>,
+    /// The channel by slug, UUID, provider identifier or normalized name (not for initiation).
     pub channel_slug: Option<String>,
+    /// The recipient (preferred for plain sends).
     pub contact_uuid: Option<String>,
+    /// The recipient's phone, normalized to E.164 (`+4915123456789`); the organization's contact
+    /// with it is used, or created (with `first_name` on initiation).
     pub phone: Option<String>,
     /// `{"name": "order_update", "language": "en_US", "components": [...]}` (WhatsApp Cloud API
-    /// components; `language` may also be `{"code": "en_US"}`).
+    /// components with their parameters; `language` may also be `{"code": "en_US"}`). Required
+    /// for plain sends; optional for catalog sends (the catalog template gives name and
+    /// language, which must agree when given).
     #[schema(value_type = Option<Object>)]
     pub template: Option<Value>,
-    /// `true` asks for conversation initiation (explicit channel, catalog template, consent).
+    /// `true`: conversation initiation (specification 4.3).
     pub ensure_conversation: Option<bool>,
-    /// The catalog template (conversation initiation).
+    /// The catalog template (initiation and campaign sends): active, approved, owned by the
+    /// channel.
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub template_uuid: Option<String>,
-    /// Opt-in evidence (conversation initiation).
-    #[schema(value_type = Option<Object>)]
+    /// Opt-in evidence (initiation and campaign sends).
+    #[schema(value_type = Option<crate::http::initiation::ConsentInput>)]
     pub consent: Option<Value>,
-    /// Used when a contact is created (conversation initiation).
+    /// The name of a contact created by an initiation (1 to 200 characters).
     pub first_name: Option<String>,
 }
 
@@ -117,6 +140,20 @@ pub struct Addressing {
     pub channel_slug: Option<String>,
     pub contact_uuid: Option<Uuid>,
     pub phone: Option<Phone>,
+}
+
+/// What a send's body asks for, once checked for shape: a plain send of validated content,
+/// or a catalog template send (conversation initiation or a campaign recipient), whose rules
+/// need the catalogue and are checked by `ops::templates`.
+pub enum SendPlan {
+    Plain(Addressing, Content),
+    Catalog(Addressing, super::initiation::CatalogPlan),
+}
+
+impl From<(Addressing, Content)> for SendPlan {
+    fn from((addressing, content): (Addressing, Content)) -> Self {
+        SendPlan::Plain(addressing, content)
+    }
 }
 
 /// Checks the channel and recipient fields of a send, adding field errors.
@@ -179,7 +216,7 @@ fn merge(
 // ---------------------------------------------------------------------------------------------
 // Errors of a send
 
-fn body_bytes(code: &'static str, message: &str, details: Option<Value>) -> Vec<u8> {
+pub(super) fn body_bytes(code: &'static str, message: &str, details: Option<Value>) -> Vec<u8> {
     serde_json::to_vec(&ErrorBody {
         error: ErrorObject {
             code: code.to_owned(),
@@ -225,7 +262,10 @@ fn rejected(recorded: &Recorded, error: &ProviderError) -> ApiError {
 
 /// The response stored for a recorded send (and given live): 201 with the send response, or
 /// the 422 of a provider rejection.
-fn stored_response(recorded: &Recorded, rejection: Option<&ProviderError>) -> StoredResponse {
+pub(super) fn stored_response(
+    recorded: &Recorded,
+    rejection: Option<&ProviderError>,
+) -> StoredResponse {
     match rejection {
         None => StoredResponse {
             status: 201,
@@ -270,6 +310,7 @@ pub fn send_error(e: SendError) -> ApiError {
             "reason": reason,
             "channel_ids": [channel_id],
         })),
+        SendError::Refused(r) => ApiError::unprocessable(r.code, r.message).with_details(r.details),
         SendError::ConversationRequired => ApiError::unprocessable(
             "conversation_required",
             "This channel needs an open conversation with the contact for text, interactive and media messages: the contact must write first (or send a template).",
@@ -302,7 +343,7 @@ pub fn send_error(e: SendError) -> ApiError {
 
 /// One send: parse, validate, send, and shape the response (marked recorded when the claim was
 /// completed in the send's transaction).
-async fn perform<T, F>(
+async fn perform<T, F, R>(
     state: AppState,
     principal: Principal,
     body: Bytes,
@@ -311,14 +352,18 @@ async fn perform<T, F>(
 ) -> Response
 where
     T: DeserializeOwned,
-    F: FnOnce(T) -> Result<(Addressing, Content), ApiError>,
+    F: FnOnce(T) -> Result<R, ApiError>,
+    R: Into<SendPlan>,
 {
     let request: T = match parse(&body) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    let (addressing, content) = match prepare(request) {
-        Ok(x) => x,
+    let (addressing, content) = match prepare(request).map(Into::into) {
+        Ok(SendPlan::Plain(addressing, content)) => (addressing, content),
+        Ok(SendPlan::Catalog(addressing, plan)) => {
+            return super::initiation::perform(state, principal, addressing, plan, token).await;
+        }
         Err(e) => return e.into_response(),
     };
     let ctx = SendContext {
@@ -373,9 +418,10 @@ where
 /// (required on the v1 paths; legacy `/api/send*` routes pass `idempotency_required: false`
 /// and get the same rules when the header is present), then the send itself, whose result and
 /// completed idempotency record are written in one transaction. `prepare` turns the parsed
-/// body into the addressing and validated content ([`text_request`], [`media_request`],
-/// [`template_request`], or a legacy route's own).
-pub async fn send_frame<T, F>(
+/// body into the addressing and validated content ([`text_request`], [`media_request`], or a
+/// legacy route's own), or into a [`SendPlan`] ([`template_request`]: plain template sends,
+/// conversation initiation and campaign recipients).
+pub async fn send_frame<T, F, R>(
     state: AppState,
     principal: Principal,
     headers: HeaderMap,
@@ -386,7 +432,8 @@ pub async fn send_frame<T, F>(
 ) -> Response
 where
     T: DeserializeOwned + Send + 'static,
-    F: FnOnce(T) -> Result<(Addressing, Content), ApiError> + Send + 'static,
+    F: FnOnce(T) -> Result<R, ApiError> + Send + 'static,
+    R: Into<SendPlan> + 'static,
 {
     if let Err(e) = principal.require(Scope::MessagesWrite) {
         return e.into_response();
@@ -405,7 +452,7 @@ where
         &Method::POST,
         path,
         &body,
-        move |token| perform::<T, F>(state, principal, body_for_work, token, prepare),
+        move |token| perform::<T, F, R>(state, principal, body_for_work, token, prepare),
     )
     .await
 }
@@ -461,9 +508,12 @@ pub fn media_request(r: SendMediaRequest) -> Result<(Addressing, Content), ApiEr
     }
 }
 
-pub fn template_request(r: SendTemplateRequest) -> Result<(Addressing, Content), ApiError> {
-    if r.ensure_conversation == Some(true) {
-        return conversation_initiation(r);
+/// A template send: with `ensure_conversation: true`, a conversation initiation; with
+/// `template_uuid` or `consent` (and without `ensure_conversation: true`), a synchronized
+/// campaign recipient; otherwise a plain template send.
+pub fn template_request(r: SendTemplateRequest) -> Result<SendPlan, ApiError> {
+    if r.ensure_conversation == Some(true) || r.template_uuid.is_some() || r.consent.is_some() {
+        return super::initiation::catalog_request(r);
     }
     let mut errors = ValidationErrors::new();
     let addressing = addressing(
@@ -475,19 +525,9 @@ pub fn template_request(r: SendTemplateRequest) -> Result<(Addressing, Content),
     );
     let content = merge(&mut errors, validate_template(r.template.as_ref()));
     match (errors.is_empty(), content) {
-        (true, Some(c)) => Ok((addressing, c)),
+        (true, Some(c)) => Ok(SendPlan::Plain(addressing, c)),
         _ => Err(ApiError::validation(errors)),
     }
-}
-
-/// The seam of conversation initiation (`ensure_conversation: true`, specification 4.3), which
-/// is built separately: until then such a request is refused, so that no template goes out
-/// without the initiation rules (catalog template, consent) having been checked.
-fn conversation_initiation(_r: SendTemplateRequest) -> Result<(Addressing, Content), ApiError> {
-    Err(ApiError::validation_field(
-        "ensure_conversation",
-        "conversation initiation is not available in this version; send the template without ensure_conversation",
-    ))
 }
 
 /// Send text or interactive content.
@@ -558,7 +598,9 @@ pub async fn send_media(
     .await
 }
 
-/// Send a provider template (always allowed on WhatsApp, also outside the service window).
+/// Send a provider template (always allowed on WhatsApp, also outside the service window);
+/// also conversation initiation (`ensure_conversation: true`) and synchronized campaign
+/// recipients (`template_uuid` and `consent` without `ensure_conversation`).
 #[utoipa::path(
     post,
     path = "/api/v1/integrations/messages/template",
@@ -567,10 +609,10 @@ pub async fn send_media(
     params(("Idempotency-Key" = String, Header, description = "Required. 1 to 120 visible ASCII characters.")),
     request_body = SendTemplateRequest,
     responses(
-        (status = 201, description = "Sent (or replayed).", body = SendResponse),
+        (status = 201, description = "Sent (or replayed). Initiation and campaign sends also carry `consent` (the evidence stored, with its uuid) and `template` (the catalog template); an initiation's `conversation` is the open conversation (created or reused).", body = CatalogSendResponse),
         (status = 400, description = "malformed_json, idempotency_key_missing, idempotency_key_invalid.", body = ErrorBody),
         (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
-        (status = 422, description = "validation_failed, channel errors (Telegram has no templates: invalid_channel), provider_rejected.", body = ErrorBody),
+        (status = 422, description = "validation_failed (details.fields: phone, first_name, template.*, contact_uuid, ...), channel_conflict, no_default_channel (plain and campaign sends), invalid_channel (details.reason: channel_id_required, not_found, inactive, not_template_capable, cannot_send, unsupported, not_configured), invalid_template (details.reason: template_uuid_required, not_found, wrong_channel, inactive, not_approved, mismatch, parameters_mismatch; details.fields), consent_required (details.fields under consent.*: missing, not confirmed, unknown purpose or source, blank reference, captured_at malformed or in the future, purpose not matching the template's category), provider_rejected. Nothing is written, except the campaign_send.refused audit entry of a refused campaign send.", body = ErrorBody),
         (status = 503, description = "provider_unavailable: nothing was sent.", body = ErrorBody),
     )
 )]
@@ -773,6 +815,10 @@ pub fn router() -> Router<AppState> {
         SendMediaRequest,
         SendTemplateRequest,
         SendResponse,
+        crate::http::initiation::CatalogSendResponse,
+        crate::http::initiation::ConsentInput,
+        crate::ops::templates::ConsentOut,
+        crate::ops::templates::TemplateOut,
         MessageOut,
         crate::ops::messages::ContactOut,
         crate::ops::messages::ConversationOut

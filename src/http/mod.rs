@@ -11,6 +11,7 @@ pub mod events;
 pub mod health;
 pub mod idempotency;
 pub mod inbound;
+pub mod initiation;
 pub mod json;
 pub mod list_query;
 pub mod messages;

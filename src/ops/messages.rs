@@ -63,6 +63,10 @@ pub struct MessageOut {
     pub error: Option<Value>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// The consent evidence a catalog template was sent under (conversation initiation and
+    /// campaign sends); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consent_uuid: Option<Uuid>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub text: Option<Value>,
@@ -93,6 +97,7 @@ impl From<&MessageRecord> for MessageOut {
             error: m.error.clone(),
             created_at: m.created_at,
             updated_at: m.updated_at,
+            consent_uuid: m.consent_uuid,
             text: content(MessageType::Text),
             interactive: content(MessageType::Interactive),
             media: content(MessageType::Media),
@@ -140,6 +145,10 @@ pub struct ConversationOut {
     pub window_expires_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// The consent evidence under which the business initiated the conversation; absent when
+    /// the contact opened it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consent_uuid: Option<Uuid>,
 }
 
 impl From<&Conversation> for ConversationOut {
@@ -153,6 +162,7 @@ impl From<&Conversation> for ConversationOut {
             window_expires_at: c.window_expires_at(),
             created_at: c.created_at,
             updated_at: c.updated_at,
+            consent_uuid: c.consent_uuid,
         }
     }
 }
@@ -199,7 +209,7 @@ fn message_data(m: &MessageRecord) -> Value {
 }
 
 /// `contact.created` / `conversation.created` for what `r` created, then `name` for its message.
-fn recorded_effects(r: &Recorded, name: &str) -> Effects {
+pub(crate) fn recorded_effects(r: &Recorded, name: &str) -> Effects {
     let m = &r.message;
     let channel = Some(m.channel.clone());
     let mut effects = Effects::none();
@@ -282,6 +292,9 @@ pub enum SendError {
         reason: &'static str,
         message: String,
     },
+    /// 422 with the refusal's code (`invalid_channel`, `invalid_template`, `consent_required`):
+    /// a catalog template send broke a rule of conversation initiation or campaign sends.
+    Refused(super::templates::Refusal),
     /// 422 `conversation_required`.
     ConversationRequired,
     /// 422 `outside_service_window`.
@@ -388,57 +401,22 @@ pub async fn send(
     }
 
     // The recipient: an existing contact of the organization, or a phone number.
-    let existing = match (input.contact_uuid, &input.phone) {
-        (Some(uuid), phone) => {
-            let contact = ctx
-                .store
-                .find_contact(input.org_id, uuid)
-                .await?
-                .ok_or_else(|| {
-                    SendError::Validation(
-                        crate::domain::FieldError::new(
-                            "contact_uuid",
-                            "no contact with this UUID exists in the organization",
-                        )
-                        .into(),
-                    )
-                })?;
-            if let Some(p) = phone {
-                if contact.phone.as_ref() != Some(p) {
-                    return Err(SendError::Validation(
-                        crate::domain::FieldError::new(
-                            "phone",
-                            "does not match the phone of the contact given by contact_uuid",
-                        )
-                        .into(),
-                    ));
-                }
-            }
-            Some(contact)
-        }
-        (None, Some(phone)) => ctx.store.find_contact_by_phone(input.org_id, phone).await?,
-        (None, None) => {
-            return Err(SendError::Validation(
-                crate::domain::FieldError::new(
-                    "contact_uuid",
-                    "is required (or give the recipient's phone)",
-                )
-                .into(),
-            ));
-        }
-    };
+    let existing = find_recipient(
+        ctx.store,
+        input.org_id,
+        input.contact_uuid,
+        input.phone.as_ref(),
+    )
+    .await?;
     let now = ctx.clock.now();
     // A contact to be created on record, as the provider sees it.
-    let recipient = existing.clone().unwrap_or_else(|| Contact {
-        id: 0,
-        uuid: Uuid::nil(),
-        org_id: input.org_id,
-        phone: input.phone.clone(),
-        name: None,
-        telegram_chat_id: None,
-        created_at: now,
-        updated_at: now,
-    });
+    let recipient = recipient_contact(
+        existing.as_ref(),
+        input.org_id,
+        input.phone.as_ref(),
+        None,
+        now,
+    );
     if let Err(issue) = provider.check_recipient(&recipient) {
         let field = if input.contact_uuid.is_some() {
             "contact_uuid"
@@ -475,45 +453,9 @@ pub async fn send(
     // The provider call: no transaction is open.
     let started = std::time::Instant::now();
     let outcome = provider.send(&recipient, &input.content).await;
-    let result = match &outcome {
-        Ok(_) => "accepted",
-        Err(ProviderError::Rejected { .. }) => "rejected",
-        Err(ProviderError::Unavailable(_)) => "unavailable",
-        Err(ProviderError::NotConfigured(_)) => "not_configured",
-        Err(ProviderError::Unsupported(_)) => "unsupported",
-    };
-    metrics::counter!("provider_sends_total", "channel_type" => channel.channel_type.as_str(), "result" => result).increment(1);
     metrics::histogram!("provider_send_duration_seconds", "channel_type" => channel.channel_type.as_str())
         .record(started.elapsed().as_secs_f64());
-    let (status, provider_message_id, error) = match &outcome {
-        Ok(accepted) => (
-            accepted.status,
-            Some(accepted.provider_message_id.clone()),
-            None,
-        ),
-        Err(e @ ProviderError::Rejected { .. }) => (
-            MessageStatus::Failed,
-            None,
-            Some(e.to_json(channel.channel_type)),
-        ),
-        Err(ProviderError::Unavailable(m)) => {
-            return Err(SendError::ProviderUnavailable(m.clone()));
-        }
-        Err(ProviderError::NotConfigured(m)) => {
-            return Err(SendError::ChannelUnusable {
-                channel_id: channel.id,
-                reason: "not_configured",
-                message: m.clone(),
-            });
-        }
-        Err(ProviderError::Unsupported(m)) => {
-            return Err(SendError::ChannelUnusable {
-                channel_id: channel.id,
-                reason: "unsupported",
-                message: m.clone(),
-            });
-        }
-    };
+    let (status, provider_message_id, error) = classify_outcome(&outcome, &channel)?;
     let rejection = outcome.as_ref().err().cloned();
     let policy = if rejection.is_some() || channel.channel_type == ChannelType::WhatsappCloud {
         // WhatsApp conversations are opened by the contact (or by conversation initiation);
@@ -563,6 +505,109 @@ pub async fn send(
         Some(error) => Err(SendError::ProviderRejected {
             recorded: Box::new(recorded),
             error,
+        }),
+    }
+}
+
+/// The recipient of a send: the organization's contact by UUID (which must agree with `phone`
+/// when both are given), or by phone (`None` when the organization has no contact with it).
+pub(crate) async fn find_recipient(
+    store: &dyn Store,
+    org_id: i64,
+    contact_uuid: Option<Uuid>,
+    phone: Option<&Phone>,
+) -> Result<Option<Contact>, SendError> {
+    match (contact_uuid, phone) {
+        (Some(uuid), phone) => {
+            let contact = store.find_contact(org_id, uuid).await?.ok_or_else(|| {
+                SendError::Validation(
+                    crate::domain::FieldError::new(
+                        "contact_uuid",
+                        "no contact with this UUID exists in the organization",
+                    )
+                    .into(),
+                )
+            })?;
+            if let Some(p) = phone {
+                if contact.phone.as_ref() != Some(p) {
+                    return Err(SendError::Validation(
+                        crate::domain::FieldError::new(
+                            "phone",
+                            "does not match the phone of the contact given by contact_uuid",
+                        )
+                        .into(),
+                    ));
+                }
+            }
+            Ok(Some(contact))
+        }
+        (None, Some(phone)) => Ok(store.find_contact_by_phone(org_id, phone).await?),
+        (None, None) => Err(SendError::Validation(
+            crate::domain::FieldError::new(
+                "contact_uuid",
+                "is required (or give the recipient's phone)",
+            )
+            .into(),
+        )),
+    }
+}
+
+/// The recipient as the provider sees it: the existing contact, or the one to be created
+/// with the message.
+pub(crate) fn recipient_contact(
+    existing: Option<&Contact>,
+    org_id: i64,
+    phone: Option<&Phone>,
+    name: Option<&str>,
+    now: Timestamp,
+) -> Contact {
+    existing.cloned().unwrap_or_else(|| Contact {
+        id: 0,
+        uuid: Uuid::nil(),
+        org_id,
+        phone: phone.cloned(),
+        name: name.map(str::to_owned),
+        telegram_chat_id: None,
+        created_at: now,
+        updated_at: now,
+    })
+}
+
+/// What a provider's answer means for the record: (status, provider id, error), or the send
+/// error when nothing is to be recorded (unavailable, not configured, unsupported).
+pub(crate) fn classify_outcome(
+    outcome: &Result<crate::providers::Accepted, ProviderError>,
+    channel: &Channel,
+) -> Result<(MessageStatus, Option<String>, Option<Value>), SendError> {
+    let result = match outcome {
+        Ok(_) => "accepted",
+        Err(ProviderError::Rejected { .. }) => "rejected",
+        Err(ProviderError::Unavailable(_)) => "unavailable",
+        Err(ProviderError::NotConfigured(_)) => "not_configured",
+        Err(ProviderError::Unsupported(_)) => "unsupported",
+    };
+    metrics::counter!("provider_sends_total", "channel_type" => channel.channel_type.as_str(), "result" => result).increment(1);
+    match outcome {
+        Ok(accepted) => Ok((
+            accepted.status,
+            Some(accepted.provider_message_id.clone()),
+            None,
+        )),
+        Err(e @ ProviderError::Rejected { .. }) => Ok((
+            MessageStatus::Failed,
+            None,
+            Some(e.to_json(channel.channel_type)),
+        )),
+        Err(ProviderError::Unavailable(m)) => Err(SendError::ProviderUnavailable(m.clone())),
+        Err(ProviderError::NotConfigured(m)) => Err(SendError::ChannelUnusable {
+            channel_id: channel.id,
+            reason: "not_configured",
+            message: m.clone(),
+        }),
+        Err(ProviderError::Unsupported(m)) => Err(SendError::ChannelUnusable {
+            channel_id: channel.id,
+            reason: "unsupported",
+            message: m.clone(),
         }),
     }
 }
@@ -658,6 +703,7 @@ pub async fn sandbox_inbound(
                 sent_at: at,
             }],
             statuses: vec![],
+            templates: vec![],
             skipped: 0,
         },
     )

@@ -5,6 +5,7 @@ pub mod channels;
 pub mod keys;
 pub mod messages;
 pub mod orgs;
+pub mod templates;
 pub mod users;
 pub mod webhooks;
 

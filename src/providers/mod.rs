@@ -121,10 +121,27 @@ pub struct ParsedStatus {
     pub error: Option<Value>,
 }
 
+/// A template review status the provider reported (WhatsApp's
+/// `message_template_status_update`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedTemplateStatus {
+    pub provider_template_id: Option<String>,
+    pub name: Option<String>,
+    pub language: Option<String>,
+    /// The provider's event as given (`APPROVED`, `PAUSED`, ...).
+    pub event: String,
+    /// The catalogue status it means.
+    pub status: crate::domain::template::TemplateStatus,
+    /// The provider's reason, if any.
+    pub reason: Option<String>,
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ParsedCallback {
     pub messages: Vec<ParsedInbound>,
     pub statuses: Vec<ParsedStatus>,
+    /// Template status changes (WhatsApp Cloud).
+    pub templates: Vec<ParsedTemplateStatus>,
     /// Items that were understood but not kept (other phone numbers, unknown kinds).
     pub skipped: usize,
 }

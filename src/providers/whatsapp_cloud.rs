@@ -21,8 +21,8 @@ use serde_json::{Map, Value, json};
 use sha2::Sha256;
 
 use super::{
-    Accepted, InboundError, ParsedCallback, ParsedInbound, ParsedStatus, Provider, ProviderError,
-    describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
+    Accepted, InboundError, ParsedCallback, ParsedInbound, ParsedStatus, ParsedTemplateStatus,
+    Provider, ProviderError, describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
 };
 use crate::domain::channel::ChannelType;
 use crate::domain::contact::{Contact, clean_profile_name};
@@ -30,6 +30,7 @@ use crate::domain::message::{
     Content, MediaType, MessageStatus, MessageType, parse_reported_status,
 };
 use crate::domain::phone::Phone;
+use crate::domain::template::status_of_provider_event;
 use crate::store::InboundSender;
 
 /// The Graph API version Switchboard speaks by default.
@@ -372,8 +373,41 @@ fn inbound_content(m: &Map<String, Value>) -> (MessageType, Value) {
     }
 }
 
+/// A bounded text of a provider's JSON (a string, or a number as its digits).
+fn short_text(v: Option<&Value>, max: usize) -> Option<String> {
+    let s = match v? {
+        Value::String(s) => s.trim().to_owned(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    (!s.is_empty() && s.chars().count() <= max && !s.chars().any(char::is_control)).then_some(s)
+}
+
+/// Reads a `message_template_status_update` change: `{"event", "message_template_id",
+/// "message_template_name", "message_template_language", "reason"}`. `None` when the event
+/// changes no status (e.g. `FLAGGED`) or the template cannot be identified.
+fn template_status(value: &Value) -> Option<ParsedTemplateStatus> {
+    let event = short_text(value.get("event"), 64)?;
+    let status = status_of_provider_event(&event)?;
+    let provider_template_id = short_text(value.get("message_template_id"), 128);
+    let name = short_text(value.get("message_template_name"), 512);
+    let language = short_text(value.get("message_template_language"), 32);
+    if provider_template_id.is_none() && (name.is_none() || language.is_none()) {
+        return None;
+    }
+    Some(ParsedTemplateStatus {
+        provider_template_id,
+        name,
+        language,
+        event,
+        status,
+        reason: short_text(value.get("reason"), 512).filter(|r| r != "NONE"),
+    })
+}
+
 /// Reads a WhatsApp Cloud API webhook body. Changes for another phone number id than
-/// `phone_number_id` (when configured) are skipped.
+/// `phone_number_id` (when configured) are skipped. Template status changes
+/// (`message_template_status_update`) concern the whole business account and are kept.
 pub fn parse_callback(
     phone_number_id: Option<&str>,
     body: &[u8],
@@ -396,6 +430,14 @@ pub fn parse_callback(
             .cloned()
             .unwrap_or_default();
         for change in &changes {
+            if change.get("field").and_then(Value::as_str) == Some("message_template_status_update")
+            {
+                match change.get("value").and_then(template_status) {
+                    Some(t) => out.templates.push(t),
+                    None => out.skipped += 1,
+                }
+                continue;
+            }
             if change.get("field").and_then(Value::as_str) != Some("messages") {
                 out.skipped += 1;
                 continue;
@@ -701,7 +743,10 @@ mod tests {
         });
         let parsed = parse_callback(Some("111"), body.to_string().as_bytes()).unwrap();
         assert_eq!(parsed.messages.len(), 3);
+        // The bad sender, the unknown status, the other number's change, and the template
+        // change that names no template.
         assert_eq!(parsed.skipped, 4);
+        assert!(parsed.templates.is_empty());
         let first = &parsed.messages[0];
         assert_eq!(first.provider_message_id, "wamid.in1");
         assert_eq!(first.profile_name.as_deref(), Some("Ada"));
@@ -730,5 +775,59 @@ mod tests {
             parse_callback(None, b"{}").unwrap(),
             ParsedCallback::default()
         );
+    }
+
+    #[test]
+    fn template_status_changes_are_parsed() {
+        use crate::domain::template::TemplateStatus;
+        let change = |value: Value| {
+            json!({"object": "whatsapp_business_account", "entry": [{"id": "WABA", "changes": [
+                {"field": "message_template_status_update", "value": value}]}]})
+        };
+        let body = change(
+            json!({"event": "PAUSED", "message_template_id": 594425479261596_i64,
+            "message_template_name": "order_update", "message_template_language": "en_US",
+            "reason": "NONE"}),
+        );
+        let parsed = parse_callback(Some("111"), body.to_string().as_bytes()).unwrap();
+        assert_eq!(parsed.skipped, 0);
+        assert_eq!(
+            parsed.templates,
+            vec![ParsedTemplateStatus {
+                provider_template_id: Some("594425479261596".into()),
+                name: Some("order_update".into()),
+                language: Some("en_US".into()),
+                event: "PAUSED".into(),
+                status: TemplateStatus::Paused,
+                reason: None,
+            }]
+        );
+        let rejected = change(
+            json!({"event": "REJECTED", "message_template_name": "promo",
+            "message_template_language": "de", "reason": "INVALID_FORMAT"}),
+        );
+        let parsed = parse_callback(None, rejected.to_string().as_bytes()).unwrap();
+        assert_eq!(parsed.templates[0].status, TemplateStatus::Rejected);
+        assert_eq!(
+            parsed.templates[0].reason.as_deref(),
+            Some("INVALID_FORMAT")
+        );
+        assert_eq!(parsed.templates[0].provider_template_id, None);
+        for skipped in [
+            json!({"event": "FLAGGED", "message_template_id": "1"}),
+            json!({"event": "APPROVED"}),
+            json!({"event": "APPROVED", "message_template_name": "x"}),
+            json!({"message_template_id": "1"}),
+            json!({"event": ["APPROVED"], "message_template_id": "1"}),
+            json!("APPROVED"),
+        ] {
+            let parsed =
+                parse_callback(None, change(skipped.clone()).to_string().as_bytes()).unwrap();
+            assert_eq!(
+                (parsed.templates.len(), parsed.skipped),
+                (0, 1),
+                "{skipped}"
+            );
+        }
     }
 }

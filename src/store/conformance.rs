@@ -523,5 +523,6 @@ fn both_backends_have_the_same_migrations() {
 }
 
 mod messaging;
+mod templates;
 #[path = "conformance_webhooks.rs"]
 mod webhooks;

@@ -35,6 +35,8 @@ pub struct MessageRecord {
     pub error: Option<Value>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// The consent evidence the message was sent under (catalog template sends).
+    pub consent_uuid: Option<Uuid>,
 }
 
 #[derive(Clone, Debug)]

@@ -33,6 +33,7 @@ pub mod messaging;
 pub mod org_data;
 mod postgres;
 mod sqlite;
+pub mod templates;
 pub mod types;
 pub mod webhooks;
 
@@ -43,6 +44,10 @@ pub use org_data::{
 pub use messaging::*;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
+pub use templates::{
+    ConsentContext, ConsentRecord, NewConsent, NewTemplate, ProviderTemplateStatus, TemplateChange,
+    TemplatePatch, TemplateRecord,
+};
 pub use webhooks::WebhookStore;
 
 /// A storage failure, the same on both backends.
@@ -461,6 +466,59 @@ pub trait IdempotencyStore: Send + Sync {
     async fn purge_idempotency(&self, now: Timestamp, batch: i64) -> StoreResult<u64>;
 }
 
+/// The template catalogue and the consent evidence of catalog template sends.
+#[async_trait]
+pub trait TemplateStore: Send + Sync {
+    /// Creates a template; a template of the channel with the same name and language, or with
+    /// the same provider id, is `UniqueViolation`.
+    async fn create_template(
+        &self,
+        new: NewTemplate,
+        effects: EffectsFn<'_, TemplateRecord>,
+    ) -> StoreResult<TemplateRecord>;
+    /// Changes a template (any organization, for the admin tools); `NotFound` when there is
+    /// none. A provider id another template of the channel has is `UniqueViolation`.
+    async fn update_template(
+        &self,
+        uuid: Uuid,
+        patch: TemplatePatch,
+        now: Timestamp,
+        effects: EffectsFn<'_, TemplateChange>,
+    ) -> StoreResult<TemplateChange>;
+    /// A template by UUID, in any organization (for the admin tools).
+    async fn get_template(&self, uuid: Uuid) -> StoreResult<TemplateRecord>;
+    /// A template of the organization by UUID.
+    async fn find_template(&self, org_id: i64, uuid: Uuid) -> StoreResult<Option<TemplateRecord>>;
+    /// A channel's templates, oldest first.
+    async fn list_channel_templates(&self, channel_id: i64) -> StoreResult<Vec<TemplateRecord>>;
+    /// The organization's templates on all its channels, oldest first.
+    async fn list_org_templates(&self, org_id: i64) -> StoreResult<Vec<TemplateRecord>>;
+    /// Applies a status the provider reported to the channel's template it names: by provider
+    /// id, else by name and language (whose template then takes the provider id). `None` when
+    /// no template matches or the status is already that one.
+    async fn apply_template_status(
+        &self,
+        channel_id: i64,
+        update: ProviderTemplateStatus,
+        now: Timestamp,
+        effects: EffectsFn<'_, TemplateChange>,
+    ) -> StoreResult<Option<TemplateChange>>;
+    /// Records an outbound catalog template message like `record_outbound` (contact found or
+    /// created, with `contact_name`; conversation per the policy), with its consent evidence
+    /// (append-only, linked from the message, and from the conversation when the conversation
+    /// has no consent yet and the policy opens conversations), in one transaction.
+    async fn record_consented_outbound(
+        &self,
+        new: NewOutbound,
+        contact_name: Option<String>,
+        consent: NewConsent,
+        completion: Option<IdempotencyCompletion<'_, Recorded>>,
+        effects: EffectsFn<'_, Recorded>,
+    ) -> StoreResult<Recorded>;
+    /// Consent evidence of the organization by UUID.
+    async fn find_consent(&self, org_id: i64, uuid: Uuid) -> StoreResult<Option<ConsentRecord>>;
+}
+
 /// The whole storage interface.
 pub trait Store:
     SystemStore
@@ -473,6 +531,7 @@ pub trait Store:
     + MessageStore
     + IdempotencyStore
     + WebhookStore
+    + TemplateStore
 {
 }
 
@@ -487,6 +546,7 @@ impl<T> Store for T where
         + MessageStore
         + IdempotencyStore
         + WebhookStore
+        + TemplateStore
 {
 }
 

@@ -8,6 +8,7 @@ mod db_peek;
 mod fake_providers;
 
 mod foundation;
+mod initiation;
 mod messaging;
 mod org_data;
 mod receivers;

@@ -230,8 +230,9 @@ async fn sandbox_sends_every_kind_and_records_events(backend: Backend) {
     assert_eq!(r.body["message"]["type"], "template");
     assert_eq!(r.body["message"]["template"]["name"], "order_update");
     assert_eq!(r.body["message"]["template"]["language"], "en_US");
-    // Conversation initiation is a separate capability: refused clearly, nothing sent.
-    send(
+    // Conversation initiation needs a whatsapp_cloud channel (tests/blackbox/initiation.rs):
+    // refused clearly, nothing sent.
+    let r = send(
         &server,
         &seed.key,
         TEMPLATE,
@@ -239,7 +240,8 @@ async fn sandbox_sends_every_kind_and_records_events(backend: Backend) {
                 "template": {"name": "x", "language": "en"}}),
     )
     .await
-    .expect_error(422, "validation_failed");
+    .expect_error(422, "invalid_channel");
+    assert_eq!(r.body["error"]["details"]["reason"], "not_template_capable");
 
     // Everything is in the history, newest first, each with its channel identity.
     let all = history(&server, &seed.key, "").await;

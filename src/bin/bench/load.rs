@@ -177,7 +177,15 @@ pub async fn backlog(
         let body = send_body(seed);
         tasks.push(tokio::spawn(async move {
             while next.fetch_add(1, Ordering::SeqCst) < n {
-                if let Ok(s) = Req::post(url.clone(), &key, uuid::Uuid::new_v4().to_string(), body.clone()).send(&client).await {
+                if let Ok(s) = Req::post(
+                    url.clone(),
+                    &key,
+                    uuid::Uuid::new_v4().to_string(),
+                    body.clone(),
+                )
+                .send(&client)
+                .await
+                {
                     if (200..300).contains(&s) {
                         sent.fetch_add(1, Ordering::SeqCst);
                     }
@@ -194,12 +202,22 @@ pub async fn backlog(
     if !complete {
         eprintln!("  only {got} of {expected} deliveries arrived");
     }
-    Some(Rate { per_sec: receiver.arrival_rate()?, ok: got, failed: expected.saturating_sub(got), latency: None })
+    Some(Rate {
+        per_sec: receiver.arrival_rate()?,
+        ok: got,
+        failed: expected.saturating_sub(got),
+        latency: None,
+    })
 }
 
 /// A plain client posting the same body to the same receivers, with the dispatcher's default
 /// concurrency: the floor for delivery rates.
-pub async fn plain_posts(client: &reqwest::Client, args: &Args, urls: &[String], body: Vec<u8>) -> Rate {
+pub async fn plain_posts(
+    client: &reqwest::Client,
+    args: &Args,
+    urls: &[String],
+    body: Vec<u8>,
+) -> Rate {
     let body = bytes::Bytes::from(body);
     let deadline = Instant::now() + args.duration;
     let started = Instant::now();

@@ -132,15 +132,26 @@ async fn scenarios(
     );
 
     // One subscribed endpoint while sends are measured: every send also produces a delivery.
-    let endpoint = srv.create_endpoint(&client, &seed.key, &receiver.url(0), &["message.sent"]).await;
+    let endpoint = srv
+        .create_endpoint(&client, &seed.key, &receiver.url(0), &["message.sent"])
+        .await;
     if endpoint.is_none() {
         eprintln!("  (webhook endpoints are not available; delivery measurements skipped)");
     }
 
     eprintln!("  POST /messages");
-    let (url, k, body) = (format!("{base}/api/v1/integrations/messages"), key.clone(), load::send_body(&seed));
+    let (url, k, body) = (
+        format!("{base}/api/v1/integrations/messages"),
+        key.clone(),
+        load::send_body(&seed),
+    );
     let sends = load::closed_loop(&client, args, move |task, i| {
-        load::Req::post(url.clone(), &k, format!("bench-{task}-{i}-{}", uuid::Uuid::new_v4()), body.clone())
+        load::Req::post(
+            url.clone(),
+            &k,
+            format!("bench-{task}-{i}-{}", uuid::Uuid::new_v4()),
+            body.clone(),
+        )
     })
     .await;
     let sent = sends.ok;
@@ -151,8 +162,14 @@ async fn scenarios(
     }
 
     eprintln!("  GET /messages");
-    let (url, k) = (format!("{base}/api/v1/integrations/messages?limit=50"), key.clone());
-    let history = load::closed_loop(&client, args, move |_, _| load::Req::get(url.clone(), Some(&k))).await;
+    let (url, k) = (
+        format!("{base}/api/v1/integrations/messages?limit=50"),
+        key.clone(),
+    );
+    let history = load::closed_loop(&client, args, move |_, _| {
+        load::Req::get(url.clone(), Some(&k))
+    })
+    .await;
     out.messages_page = (history.ok > 0).then_some(history);
 
     if endpoint.is_some() {
@@ -165,11 +182,24 @@ async fn scenarios(
 
         // Heavy load: more endpoints, a burst of sends, and the rate at which deliveries arrive.
         for n in 1..args.endpoints {
-            srv.create_endpoint(&client, &seed.key, &receiver.url(n), &["message.sent"]).await;
+            srv.create_endpoint(&client, &seed.key, &receiver.url(n), &["message.sent"])
+                .await;
         }
         receiver.reset();
-        eprintln!("  deliveries per second ({} sends x {} endpoints)", args.backlog, args.endpoints);
-        out.deliveries_per_sec = load::backlog(&client, &srv, &seed, &receiver, args.backlog, args.endpoints, args.connections).await;
+        eprintln!(
+            "  deliveries per second ({} sends x {} endpoints)",
+            args.backlog, args.endpoints
+        );
+        out.deliveries_per_sec = load::backlog(
+            &client,
+            &srv,
+            &seed,
+            &receiver,
+            args.backlog,
+            args.endpoints,
+            args.connections,
+        )
+        .await;
         out.delivery_latency_heavy = receiver.latency_summary();
 
         eprintln!("  plain client to the same receivers");

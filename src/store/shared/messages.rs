@@ -16,7 +16,7 @@ use crate::store::{
     StoreError, StoreResult,
 };
 
-type Conn = <Db as sqlx::Database>::Connection;
+pub(super) type Conn = <Db as sqlx::Database>::Connection;
 
 macro_rules! select_messages {
     ($rest:literal) => {
@@ -25,11 +25,12 @@ macro_rules! select_messages {
                     ch.type AS channel_type, ch.name AS channel_name, ch.identifier AS channel_identifier,
                     m.contact_id, ct.uuid AS contact_uuid, m.conversation_id, cv.uuid AS conversation_uuid,
                     m.api_key_id, m.direction, m.type, m.status, m.content, m.provider_message_id, m.error,
-                    m.created_at, m.updated_at
+                    m.created_at, m.updated_at, cs.uuid AS consent_uuid
              FROM messages m
              JOIN channels ch ON ch.id = m.channel_id
              JOIN contacts ct ON ct.id = m.contact_id
-             LEFT JOIN conversations cv ON cv.id = m.conversation_id ",
+             LEFT JOIN conversations cv ON cv.id = m.conversation_id
+             LEFT JOIN consents cs ON cs.id = m.consent_id ",
             $rest
         )
     };
@@ -42,8 +43,9 @@ macro_rules! select_conversations {
     ($rest:literal) => {
         concat!(
             "SELECT cv.id, cv.uuid, cv.org_id, cv.contact_id, ct.uuid AS contact_uuid, cv.channel_id, cv.status,
-                    cv.last_inbound_at, cv.created_at, cv.updated_at
-             FROM conversations cv JOIN contacts ct ON ct.id = cv.contact_id ",
+                    cv.last_inbound_at, cv.created_at, cv.updated_at, ccs.uuid AS consent_uuid
+             FROM conversations cv JOIN contacts ct ON ct.id = cv.contact_id
+             LEFT JOIN consents ccs ON ccs.id = cv.consent_id ",
             $rest
         )
     };
@@ -74,6 +76,7 @@ struct MessageRow {
     error: Option<Json<Value>>,
     created_at: Timestamp,
     updated_at: Timestamp,
+    consent_uuid: Option<Uuid>,
 }
 
 impl TryFrom<MessageRow> for MessageRecord {
@@ -116,6 +119,7 @@ impl TryFrom<MessageRow> for MessageRecord {
             error: r.error.map(|e| e.0),
             created_at: r.created_at,
             updated_at: r.updated_at,
+            consent_uuid: r.consent_uuid,
         })
     }
 }
@@ -159,6 +163,7 @@ struct ConversationRow {
     last_inbound_at: Option<Timestamp>,
     created_at: Timestamp,
     updated_at: Timestamp,
+    consent_uuid: Option<Uuid>,
 }
 
 impl TryFrom<ConversationRow> for Conversation {
@@ -178,11 +183,12 @@ impl TryFrom<ConversationRow> for Conversation {
             last_inbound_at: r.last_inbound_at,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            consent_uuid: r.consent_uuid,
         })
     }
 }
 
-async fn fetch_message(conn: &mut Conn, id: i64) -> StoreResult<MessageRecord> {
+pub(super) async fn fetch_message(conn: &mut Conn, id: i64) -> StoreResult<MessageRecord> {
     let row: MessageRow = sqlx::query_as(select_messages!("WHERE m.id = $1"))
         .bind(id)
         .fetch_one(&mut *conn)
@@ -190,7 +196,7 @@ async fn fetch_message(conn: &mut Conn, id: i64) -> StoreResult<MessageRecord> {
     row.try_into()
 }
 
-async fn fetch_contact(conn: &mut Conn, id: i64) -> StoreResult<Contact> {
+pub(super) async fn fetch_contact(conn: &mut Conn, id: i64) -> StoreResult<Contact> {
     let row: ContactRow = sqlx::query_as(&format!("{SELECT_CONTACTS} WHERE id = $1"))
         .bind(id)
         .fetch_one(&mut *conn)
@@ -198,7 +204,7 @@ async fn fetch_contact(conn: &mut Conn, id: i64) -> StoreResult<Contact> {
     Ok(row.into())
 }
 
-async fn fetch_conversation(conn: &mut Conn, id: i64) -> StoreResult<Conversation> {
+pub(super) async fn fetch_conversation(conn: &mut Conn, id: i64) -> StoreResult<Conversation> {
     let row: ConversationRow = sqlx::query_as(select_conversations!("WHERE cv.id = $1"))
         .bind(id)
         .fetch_one(&mut *conn)
@@ -206,7 +212,7 @@ async fn fetch_conversation(conn: &mut Conn, id: i64) -> StoreResult<Conversatio
     row.try_into()
 }
 
-async fn open_conversation_of(
+pub(super) async fn open_conversation_of(
     conn: &mut Conn,
     contact_id: i64,
     channel_id: i64,
@@ -238,7 +244,7 @@ async fn insert_contact(conn: &mut Conn, new: &NewContact) -> StoreResult<i64> {
 
 /// The organization's contact with this phone, created (with `name`) if there is none.
 /// Concurrent callers converge on one row: the unique index decides.
-async fn contact_by_phone(
+pub(super) async fn contact_by_phone(
     conn: &mut Conn,
     org_id: i64,
     phone: &Phone,
@@ -307,7 +313,7 @@ async fn contact_by_telegram(
 
 /// The open conversation of a contact on a channel, opened if there is none. Concurrent
 /// callers converge on one row: the partial unique index decides.
-async fn open_or_continue(
+pub(super) async fn open_or_continue(
     conn: &mut Conn,
     org_id: i64,
     contact_id: i64,
@@ -337,7 +343,7 @@ async fn open_or_continue(
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn insert_message(
+pub(super) async fn insert_message(
     conn: &mut Conn,
     uuid: Uuid,
     org_id: i64,
@@ -766,7 +772,8 @@ impl MessageStore for Backend {
                 .push_bind(c.id)
                 .push("))");
         }
-        q.push(" ORDER BY m.created_at DESC, m.id DESC LIMIT ").push_bind(limit);
+        q.push(" ORDER BY m.created_at DESC, m.id DESC LIMIT ")
+            .push_bind(limit);
         let rows: Vec<MessageRow> = q.build_query_as().fetch_all(self.reader()).await?;
         rows.into_iter().map(TryInto::try_into).collect()
     }

@@ -13,6 +13,7 @@ mod messages;
 mod org_log;
 mod orgs;
 mod system;
+mod templates;
 mod users;
 mod webhooks;
 

@@ -1,0 +1,206 @@
+//! Catalog template sends on `POST /api/v1/integrations/messages/template`: conversation
+//! initiation (`ensure_conversation: true`) and synchronized campaign recipients (a plain
+//! template send that carries `template_uuid` and `consent`). The rules are in
+//! `ops::templates`; this module checks the body's shape and shapes the response, inside the
+//! same scope, idempotency and rate-limit frame as every send (`messages::send_frame`).
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::domain::ValidationErrors;
+use crate::domain::contact::validate_contact_name;
+use crate::domain::template::parse_request_template;
+use crate::ops::messages::{SendContext, SendError, SendResponse};
+use crate::ops::templates::{
+    CatalogCompletion, CatalogExtra, CatalogMode, CatalogRequest, CatalogSendInput, ConsentOut,
+    TemplateOut, send_catalog,
+};
+use crate::providers::ProviderError;
+use crate::store::{ClaimToken, Recorded, StoredResponse};
+
+use super::auth::Principal;
+use super::error::ApiError;
+use super::idempotency::{self, ClaimLost};
+use super::messages::{
+    Addressing, SendPlan, SendTemplateRequest, addressing, send_error, stored_response,
+};
+use super::state::AppState;
+
+/// A catalog send, checked for shape.
+pub struct CatalogPlan {
+    pub mode: CatalogMode,
+    pub request: CatalogRequest,
+    pub first_name: Option<String>,
+}
+
+/// The opt-in evidence of a catalog template send (documentation of the `consent` object).
+#[allow(dead_code)]
+#[derive(utoipa::ToSchema)]
+pub struct ConsentInput {
+    /// Must be `true`.
+    confirmed: bool,
+    /// `utility`, `marketing` or `authentication`; must match the template's category.
+    purpose: String,
+    /// `customer_request`, `website_form`, `checkout`, `in_person`, `phone_call` or `import`.
+    source: String,
+    /// Where the opt-in can be found (a form submission id, an order number, ...): 1 to 256
+    /// characters.
+    reference: String,
+    /// When the opt-in was captured: RFC 3339, not in the future (5 minutes of clock skew are
+    /// allowed, `SWITCHBOARD_CONSENT_CLOCK_SKEW`).
+    #[schema(value_type = String, format = DateTime)]
+    captured_at: String,
+}
+
+/// The body of a successful catalog send: the send response plus the consent evidence stored
+/// and the catalog template used.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CatalogSendResponse {
+    #[serde(flatten)]
+    pub send: SendResponse,
+    pub consent: ConsentOut,
+    pub template: TemplateOut,
+}
+
+/// Checks the shape of a catalog send: the addressing, `phone` (required for an initiation
+/// unless `contact_uuid` is given), `first_name`, and the `template` object (optional: the
+/// catalog template gives name and language). Field problems are one 422
+/// `validation_failed`; the catalogue and consent rules come later.
+pub fn catalog_request(r: SendTemplateRequest) -> Result<SendPlan, ApiError> {
+    let mode = if r.ensure_conversation == Some(true) {
+        CatalogMode::Initiation
+    } else {
+        CatalogMode::Campaign
+    };
+    let mut errors = ValidationErrors::new();
+    let addressing: Addressing = addressing(
+        &mut errors,
+        r.channel_id,
+        r.channel_slug.as_deref(),
+        r.contact_uuid.as_deref(),
+        r.phone.as_deref(),
+    );
+    if r.phone.is_none() && r.contact_uuid.is_none() {
+        errors.add(
+            "phone",
+            match mode {
+                CatalogMode::Initiation => {
+                    "is required: the number to start the conversation with, e.g. +4915123456789"
+                }
+                CatalogMode::Campaign => {
+                    "is required (or give contact_uuid): the recipient, e.g. +4915123456789"
+                }
+            },
+        );
+    }
+    let first_name = r.first_name.as_deref().and_then(|n| {
+        validate_contact_name(n)
+            .map_err(|e| errors.add("first_name", e))
+            .ok()
+    });
+    let template = match parse_request_template(r.template.as_ref()) {
+        Ok(t) => t,
+        Err(e) => {
+            errors.0.extend(e.0);
+            None
+        }
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    Ok(SendPlan::Catalog(
+        addressing,
+        CatalogPlan {
+            mode,
+            request: CatalogRequest {
+                template_uuid: r.template_uuid,
+                template,
+                consent: r.consent,
+            },
+            first_name,
+        },
+    ))
+}
+
+/// The stored (and live) response of a recorded catalog send: 201 with the send response, the
+/// consent and the template, or the 422 of a provider rejection.
+fn catalog_response(
+    recorded: &Recorded,
+    extra: &CatalogExtra,
+    rejection: Option<&ProviderError>,
+) -> StoredResponse {
+    match rejection {
+        Some(_) => stored_response(recorded, rejection),
+        None => StoredResponse {
+            status: 201,
+            body: serde_json::to_vec(&CatalogSendResponse {
+                send: SendResponse::from(recorded),
+                consent: extra.consent.clone(),
+                template: extra.template.clone(),
+            })
+            .expect("responses serialize"),
+        },
+    }
+}
+
+/// Runs a catalog send and shapes its response (marked recorded when the idempotency claim was
+/// completed in the send's transaction).
+pub async fn perform(
+    state: AppState,
+    principal: Principal,
+    addressing: Addressing,
+    plan: CatalogPlan,
+    token: Option<ClaimToken>,
+) -> Response {
+    let ctx = SendContext {
+        store: state.store.as_ref(),
+        secrets: &state.secrets,
+        clock: state.clock.as_ref(),
+        providers: &state.providers,
+    };
+    let input = CatalogSendInput {
+        mode: plan.mode,
+        org_id: principal.org_id,
+        api_key_id: principal.key_id,
+        api_key_prefix: principal.key_prefix.clone(),
+        key_default_channel: principal.default_channel_id,
+        channel_id: addressing.channel_id,
+        channel_slug: addressing.channel_slug,
+        contact_uuid: addressing.contact_uuid,
+        phone: addressing.phone,
+        first_name: plan.first_name,
+        request: plan.request,
+        rules: state.config.consent_rules(),
+    };
+    let completion = token.map(|token| CatalogCompletion {
+        token,
+        respond: Box::new(catalog_response),
+    });
+    let recorded = completion.is_some();
+    let mark = |mut r: Response| {
+        if recorded {
+            r.extensions_mut().insert(idempotency::Recorded);
+        }
+        r
+    };
+    match send_catalog(&ctx, input, completion).await {
+        Ok(sent) => {
+            let stored = catalog_response(&sent.recorded, &sent.extra, None);
+            mark(idempotency::json_response(StatusCode::CREATED, stored.body))
+        }
+        Err(SendError::ProviderRejected { recorded: r, error }) => {
+            let stored = stored_response(&r, Some(&error));
+            mark(idempotency::json_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                stored.body,
+            ))
+        }
+        Err(SendError::LostClaim) => {
+            let mut r = ApiError::idempotency_in_progress().into_response();
+            r.extensions_mut().insert(ClaimLost);
+            r
+        }
+        Err(e) => send_error(e).into_response(),
+    }
+}
