@@ -122,6 +122,7 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
             .map_err(anyhow::Error::msg)?,
         None => RateLimiter::local(rt.clock.clone()),
     };
+    let config_cache = std::sync::Arc::new(crate::cache::ConfigCache::default());
     let state = AppState::new(AppInner {
         config: rt.config.clone(),
         store: rt.store.clone(),
@@ -129,6 +130,7 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         secrets: rt.secrets.clone(),
         limiter: limiter.clone(),
         key_touches: Default::default(),
+        config_cache: config_cache.clone(),
         providers: crate::providers::ProviderHub::new(rt.config.provider_timeout),
         metrics: crate::telemetry::metrics_handle(),
         webhook_lookup: crate::webhooks::url_safety::system_lookup(),
@@ -143,6 +145,11 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
     spawn_background(&rt, &limiter, &tasks, &shutdown);
+    tasks.spawn(crate::cache::run_poller(
+        config_cache,
+        rt.store.clone(),
+        shutdown.clone(),
+    ));
 
     let signal = shutdown.clone();
     tokio::spawn(async move {

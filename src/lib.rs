@@ -14,6 +14,7 @@
 //! * [`config`], [`telemetry`], [`crypto`], [`clock`]: process-wide concerns.
 
 pub mod app;
+pub mod cache;
 pub mod cli;
 pub mod clock;
 pub mod config;

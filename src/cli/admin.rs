@@ -187,8 +187,23 @@ pub async fn run(args: AdminArgs, config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Changes to keys and channels reach every instance's caches within `cache::PROPAGATION`:
+    // wait that long, so that when the command returns the change is in effect everywhere.
+    let propagates = matches!(
+        args.command,
+        AdminCommand::Channel(ChannelCommand::Create { .. } | ChannelCommand::Update { .. })
+            | AdminCommand::Key(
+                KeyCommand::Create { .. }
+                    | KeyCommand::ImportLegacy { .. }
+                    | KeyCommand::Revoke { .. }
+                    | KeyCommand::Rotate { .. }
+            )
+    );
     match execute(&rt, args.command).await {
         Ok(out) => {
+            if propagates {
+                tokio::time::sleep(crate::cache::PROPAGATION).await;
+            }
             if args.json {
                 println!("{}", out.json);
             } else {

@@ -133,8 +133,8 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
 async fn identify(state: &AppState, token: &str) -> Result<Principal, ApiError> {
     let hash = api_key::check_presented(token).map_err(|_| ApiError::invalid_api_key())?;
     let key = state
-        .store
-        .find_api_key_by_hash(&hash)
+        .config_cache
+        .api_key(state.store.as_ref(), &hash)
         .await?
         .ok_or_else(ApiError::invalid_api_key)?;
     // The lookup was by hash; re-check in constant time so the comparison leaks nothing.

@@ -73,7 +73,10 @@ pub async fn list_channels(
     principal: Principal,
 ) -> ApiResult<Json<Page<ChannelOut>>> {
     principal.require(Scope::ChannelsRead)?;
-    let channels = state.store.list_channels(principal.org_id).await?;
+    let channels = state
+        .config_cache
+        .channels(state.store.as_ref(), principal.org_id)
+        .await?;
     Ok(Json(Page::complete(
         channels.iter().map(ChannelOut::from).collect(),
     )))

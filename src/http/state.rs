@@ -24,6 +24,8 @@ pub struct AppInner {
     /// When each key's `last_used_at` was last written by this process (ms), to write it at
     /// most once a minute per key.
     pub key_touches: DashMap<i64, i64>,
+    /// Cached API keys and channel lists, invalidated by the configuration generation.
+    pub config_cache: std::sync::Arc<crate::cache::ConfigCache>,
     /// Builds messaging provider adapters; holds the one provider HTTP client.
     pub providers: crate::providers::ProviderHub,
     /// The DNS look-up used to check webhook endpoint URLs on create and update.

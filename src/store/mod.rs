@@ -218,6 +218,9 @@ pub trait SystemStore: Send + Sync {
     async fn init_setting(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>>;
     /// Which backend this is: `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
+    /// The configuration generation: a counter that every change to API keys or channels
+    /// bumps in its own transaction (see `cache`).
+    async fn config_generation(&self) -> StoreResult<i64>;
     /// Notified (in this process) after every commit that wrote outbox events.
     fn outbox_signal(&self) -> Arc<tokio::sync::Notify>;
     /// Re-encrypts every stored secret with `reseal` (sealed value, associated data) and

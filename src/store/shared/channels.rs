@@ -150,6 +150,7 @@ impl ChannelStore for Backend {
         .fetch_one(&mut *tx)
         .await?;
         let channel = fetch_channel(&mut tx, id).await?;
+        super::bump_config_generation(&mut tx).await?;
         let written = super::write_effects_tx(&mut tx, &effects(&channel)).await?;
         tx.commit().await?;
         if written {
@@ -189,6 +190,7 @@ impl ChannelStore for Backend {
         .execute(&mut *tx)
         .await?;
         let channel = fetch_channel(&mut tx, id).await?;
+        super::bump_config_generation(&mut tx).await?;
         let written = super::write_effects_tx(&mut tx, &effects(&channel)).await?;
         tx.commit().await?;
         if written {

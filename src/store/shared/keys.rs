@@ -132,6 +132,7 @@ impl KeyStore for Backend {
         let mut tx = self.begin().await?;
         let id = insert_key(&mut tx, &new).await?;
         let key = fetch_key(&mut tx, id).await?;
+        super::bump_config_generation(&mut tx).await?;
         let written = super::write_effects_tx(&mut tx, &effects(&key)).await?;
         tx.commit().await?;
         if written {
@@ -174,6 +175,7 @@ impl KeyStore for Backend {
         let mut tx = self.begin().await?;
         revoke(&mut tx, id, reason, None, now).await?;
         let key = fetch_key(&mut tx, id).await?;
+        super::bump_config_generation(&mut tx).await?;
         let written = super::write_effects_tx(&mut tx, &effects(&key)).await?;
         tx.commit().await?;
         if written {
@@ -218,6 +220,7 @@ impl KeyStore for Backend {
             fetch_key(&mut tx, id).await?,
             fetch_key(&mut tx, new_id).await?,
         );
+        super::bump_config_generation(&mut tx).await?;
         let written = super::write_effects_tx(&mut tx, &effects(&pair)).await?;
         tx.commit().await?;
         if written {

@@ -21,3 +21,4 @@ mod webhooks;
 pub(super) use super::{Backend, Db, dialect};
 
 pub(crate) use events::write_effects_tx;
+pub(crate) use system::bump_config_generation;

@@ -15,6 +15,16 @@ const SEALED_COLUMNS: &[(&str, &str, &str, &[u8])] = &[(
     crate::crypto::AAD_PROVIDER_CONFIG,
 )];
 
+/// Bumps the configuration generation inside a transaction that changes keys or channels.
+pub(crate) async fn bump_config_generation(
+    conn: &mut <super::Db as sqlx::Database>::Connection,
+) -> StoreResult<()> {
+    sqlx::query("UPDATE config_generation SET value = value + 1 WHERE id = 1")
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
 #[async_trait]
 impl SystemStore for Backend {
     async fn migrate(&self) -> StoreResult<()> {
@@ -54,6 +64,14 @@ impl SystemStore for Backend {
 
     fn backend(&self) -> &'static str {
         Backend::BACKEND
+    }
+
+    async fn config_generation(&self) -> StoreResult<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT value FROM config_generation WHERE id = 1")
+                .fetch_one(self.reader())
+                .await?,
+        )
     }
 
     fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {

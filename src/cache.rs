@@ -1,0 +1,282 @@
+//! In-process caches of API keys and channel lists, with invalidation that keeps revocations
+//! effective at once.
+//!
+//! Every change to keys or channels bumps a *configuration generation* in the database, in
+//! the same transaction (`store::shared::bump_config_generation`). A background task polls the
+//! generation every [`POLL_INTERVAL`] and empties the caches when it moves. A cache entry is
+//! used only while the last poll *started* less than [`MAX_STALENESS`] ago; otherwise every
+//! lookup goes to the database, as if there were no cache. The admin tools wait
+//! [`PROPAGATION`] (more than `MAX_STALENESS`) after committing such a change before they
+//! return, so when `switchboard admin key revoke` returns, no instance answers from a cache that
+//! predates the revocation.
+//!
+//! Lookups that race with an invalidation never repopulate the cache with what they read
+//! before it: an entry is stored only if the generation did not move during the lookup.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+
+use crate::domain::api_key::KeyHash;
+use crate::domain::channel::Channel;
+use crate::store::{ApiKeyRecord, Store, StoreResult};
+
+/// How often each instance reads the configuration generation.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(5);
+/// A cache entry is used only if the last poll started at most this long ago.
+pub const MAX_STALENESS: Duration = Duration::from_millis(20);
+/// How long the admin tools wait after changing keys or channels before they return.
+pub const PROPAGATION: Duration = Duration::from_millis(50);
+/// Entries kept at most per map (then the map is emptied and refilled on demand).
+const MAX_ENTRIES: usize = 100_000;
+
+pub struct ConfigCache {
+    epoch: Instant,
+    max_staleness_us: u64,
+    /// The generation the cached entries belong to.
+    generation: AtomicI64,
+    /// When (µs since `epoch`) the last successful poll started; 0: never.
+    fresh_from_us: AtomicU64,
+    keys: DashMap<[u8; 32], ApiKeyRecord>,
+    channels: DashMap<i64, Arc<Vec<Channel>>>,
+}
+
+impl Default for ConfigCache {
+    fn default() -> Self {
+        ConfigCache {
+            epoch: Instant::now(),
+            max_staleness_us: MAX_STALENESS.as_micros() as u64,
+            generation: AtomicI64::new(i64::MIN),
+            fresh_from_us: AtomicU64::new(0),
+            keys: DashMap::new(),
+            channels: DashMap::new(),
+        }
+    }
+}
+
+impl ConfigCache {
+    /// A cache whose entries are used for `max_staleness` after a poll (tests).
+    pub fn with_max_staleness(max_staleness: Duration) -> Self {
+        ConfigCache {
+            max_staleness_us: max_staleness.as_micros() as u64,
+            ..Default::default()
+        }
+    }
+
+    fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64 + 1
+    }
+
+    /// Whether cached entries may be used now.
+    fn usable(&self) -> bool {
+        let fresh_from = self.fresh_from_us.load(Ordering::Acquire);
+        fresh_from != 0 && self.now_us().saturating_sub(fresh_from) <= self.max_staleness_us
+    }
+
+    /// Reads the generation and empties the caches if it moved. Called every `POLL_INTERVAL`.
+    pub async fn poll(&self, store: &dyn Store) -> StoreResult<()> {
+        let started = self.now_us();
+        let current = store.config_generation().await?;
+        if self.generation.swap(current, Ordering::AcqRel) != current {
+            self.keys.clear();
+            self.channels.clear();
+        }
+        self.fresh_from_us.fetch_max(started, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// The key with this hash (cached while fresh).
+    pub async fn api_key(
+        &self,
+        store: &dyn Store,
+        hash: &KeyHash,
+    ) -> StoreResult<Option<ApiKeyRecord>> {
+        if self.usable() {
+            if let Some(k) = self.keys.get(&hash.0) {
+                return Ok(Some(k.clone()));
+            }
+        }
+        let generation = self.generation.load(Ordering::Acquire);
+        let found = store.find_api_key_by_hash(hash).await?;
+        if let Some(k) = &found {
+            if self.generation.load(Ordering::Acquire) == generation && self.usable() {
+                if self.keys.len() >= MAX_ENTRIES {
+                    self.keys.clear();
+                }
+                self.keys.insert(hash.0, k.clone());
+            }
+        }
+        Ok(found)
+    }
+
+    /// The organization's channels (cached while fresh).
+    pub async fn channels(&self, store: &dyn Store, org_id: i64) -> StoreResult<Arc<Vec<Channel>>> {
+        if self.usable() {
+            if let Some(c) = self.channels.get(&org_id) {
+                return Ok(c.clone());
+            }
+        }
+        let generation = self.generation.load(Ordering::Acquire);
+        let list = Arc::new(store.list_channels(org_id).await?);
+        if self.generation.load(Ordering::Acquire) == generation && self.usable() {
+            if self.channels.len() >= MAX_ENTRIES {
+                self.channels.clear();
+            }
+            self.channels.insert(org_id, list.clone());
+        }
+        Ok(list)
+    }
+}
+
+/// Polls the configuration generation until `stop` is cancelled.
+pub async fn run_poller(
+    cache: Arc<ConfigCache>,
+    store: crate::store::SharedStore,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut tick = tokio::time::interval(POLL_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = cache.poll(store.as_ref()).await {
+            tracing::debug!(error = %e, "could not read the configuration generation; caches are bypassed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Timestamp;
+    use crate::domain::api_key;
+    use crate::domain::event::Effects;
+    use crate::store::{NewApiKey, SharedStore};
+
+    async fn store_with_key() -> (
+        crate::store::conformance::TestStore,
+        api_key::GeneratedKey,
+        i64,
+    ) {
+        let t = crate::store::conformance::sqlite().await;
+        let org = t
+            .store
+            .create_org("Acme", Timestamp::from_millis(0))
+            .await
+            .unwrap();
+        let g = api_key::generate();
+        let k = t
+            .store
+            .create_api_key(
+                NewApiKey {
+                    org_id: org.id,
+                    name: "k".into(),
+                    prefix: g.display_prefix.clone(),
+                    key_hash: g.hash,
+                    scopes: None,
+                    legacy: false,
+                    default_channel_id: None,
+                    expires_at: None,
+                    created_at: Timestamp::from_millis(0),
+                },
+                Box::new(|_| Effects::none()),
+            )
+            .await
+            .unwrap();
+        (t, g, k.id)
+    }
+
+    async fn revoke(store: &SharedStore, id: i64) {
+        store
+            .revoke_api_key(
+                id,
+                "revoked",
+                Timestamp::from_millis(1),
+                Box::new(|_| Effects::none()),
+            )
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn without_a_fresh_poll_every_lookup_reads_the_database() {
+        let (t, g, id) = store_with_key().await;
+        let cache = ConfigCache::default();
+        assert!(
+            cache
+                .api_key(t.store.as_ref(), &g.hash)
+                .await
+                .unwrap()
+                .unwrap()
+                .revoked_at
+                .is_none()
+        );
+        revoke(&t.store, id).await;
+        assert!(
+            cache
+                .api_key(t.store.as_ref(), &g.hash)
+                .await
+                .unwrap()
+                .unwrap()
+                .revoked_at
+                .is_some()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_poll_after_a_change_drops_the_cached_key() {
+        let (t, g, id) = store_with_key().await;
+        let cache = ConfigCache::with_max_staleness(Duration::from_secs(60));
+        cache.poll(t.store.as_ref()).await.unwrap();
+        assert!(
+            cache
+                .api_key(t.store.as_ref(), &g.hash)
+                .await
+                .unwrap()
+                .unwrap()
+                .revoked_at
+                .is_none()
+        );
+        assert_eq!(
+            cache.keys.len(),
+            1,
+            "the key is cached while polls are fresh"
+        );
+        revoke(&t.store, id).await;
+        cache.poll(t.store.as_ref()).await.unwrap();
+        assert!(cache.keys.is_empty(), "the revocation moved the generation");
+        assert!(
+            cache
+                .api_key(t.store.as_ref(), &g.hash)
+                .await
+                .unwrap()
+                .unwrap()
+                .revoked_at
+                .is_some()
+        );
+    }
+
+    #[tokio::test]
+    async fn stale_polls_bypass_the_cache() {
+        let (t, g, id) = store_with_key().await;
+        let cache = ConfigCache::with_max_staleness(Duration::from_millis(1));
+        cache.poll(t.store.as_ref()).await.unwrap();
+        cache.api_key(t.store.as_ref(), &g.hash).await.unwrap();
+        revoke(&t.store, id).await;
+        // No poll for longer than the staleness bound: the cached entry is not used any more.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(
+            cache
+                .api_key(t.store.as_ref(), &g.hash)
+                .await
+                .unwrap()
+                .unwrap()
+                .revoked_at
+                .is_some()
+        );
+    }
+}
