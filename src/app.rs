@@ -145,6 +145,17 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
     spawn_background(&rt, &limiter, &tasks, &shutdown);
+    // The campaign worker of the legacy `/api/campaigns` route (leased recipient claims).
+    let campaigns = crate::ops::campaigns::CampaignWorker {
+        store: rt.store.clone(),
+        secrets: rt.secrets.clone(),
+        clock: rt.clock.clone(),
+        providers: state.providers.clone(),
+        config: rt.config.clone(),
+        cache: config_cache.clone(),
+        describe: crate::http::legacy::campaigns::describe,
+    };
+    tasks.spawn(campaigns.run(shutdown.clone()));
     tasks.spawn(crate::cache::run_poller(
         config_cache,
         rt.store.clone(),

@@ -53,6 +53,9 @@ pub enum AdminCommand {
     /// The template catalogue of WhatsApp Cloud channels.
     #[command(subcommand)]
     Template(super::admin_templates::TemplateCommand),
+    /// Flows of the legacy /api/flows routes.
+    #[command(subcommand)]
+    Flow(super::admin_flows::FlowCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -228,6 +231,7 @@ async fn execute(rt: &Runtime, command: AdminCommand) -> Result<Output, OpError>
         AdminCommand::Contact(c) => super::admin_messaging::contact(rt, c).await,
         AdminCommand::Sandbox(c) => super::admin_messaging::sandbox(rt, c).await,
         AdminCommand::Template(c) => super::admin_templates::run(rt, c).await,
+        AdminCommand::Flow(c) => super::admin_flows::run(rt, c).await,
     }
 }
 

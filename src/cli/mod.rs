@@ -1,6 +1,7 @@
 //! The `switchboard` command line.
 
 pub mod admin;
+pub mod admin_flows;
 pub mod admin_master_key;
 pub mod admin_messaging;
 pub mod admin_templates;

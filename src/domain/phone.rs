@@ -239,4 +239,52 @@ mod tests {
         assert_eq!(Phone::from_provider_id("abc"), None);
         assert_eq!(Phone::from_provider_id("123"), None);
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        proptest! {
+            /// Any input is parsed or refused without panicking; what parses is E.164.
+            #[test]
+            fn any_input_parses_to_e164_or_is_refused(s in ".{0,64}") {
+                if let Ok(p) = Phone::parse(&s) {
+                    let e164 = p.as_str();
+                    prop_assert!(e164.starts_with('+'));
+                    prop_assert!(e164[1..].chars().all(|c| c.is_ascii_digit()));
+                    prop_assert!((8..=16).contains(&e164.len()), "{}", e164);
+                    prop_assert_eq!(p.digits(), &e164[1..]);
+                    // Normal form is a fixed point.
+                    prop_assert_eq!(Phone::parse(e164).unwrap(), p);
+                }
+            }
+
+            /// The spellings people type (spaces, dashes, dots, parentheses, `00` for `+`)
+            /// give the same number as the plain form.
+            #[test]
+            fn spellings_give_the_same_number(national in "[1-9][0-9]{9}", seps in prop::collection::vec(prop::sample::select(vec!["", " ", "-", ".", " "]), 10)) {
+                let plain = format!("+49{national}");
+                let Ok(expected) = Phone::parse(&plain) else { return Ok(()); };
+                let mut spaced = String::from("+49 ");
+                for (d, sep) in national.chars().zip(&seps) {
+                    spaced.push(d);
+                    spaced.push_str(sep);
+                }
+                let spaced = spaced.trim_end_matches([' ', '-', '.']).to_owned();
+                prop_assert_eq!(Phone::parse(&spaced), Ok(expected.clone()), "{}", spaced);
+                prop_assert_eq!(Phone::parse(&format!("0049{national}")), Ok(expected.clone()));
+                prop_assert_eq!(Phone::parse(&format!("+49 ({}) {}", &national[..3], &national[3..])), Ok(expected));
+            }
+
+            /// Letters and other symbols are refused wherever they appear.
+            #[test]
+            fn letters_and_symbols_are_refused(digits in "[0-9]{8,12}", at in any::<prop::sample::Index>(), bad in "[a-zA-Z#*/,;:!?]") {
+                let mut s = format!("+49{digits}");
+                let i = 1 + at.index(s.len() - 1);
+                s.insert_str(i, &bad);
+                prop_assert!(Phone::parse(&s).is_err(), "{}", s);
+            }
+        }
+    }
 }

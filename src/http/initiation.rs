@@ -158,6 +158,7 @@ pub async fn perform(
         secrets: &state.secrets,
         clock: state.clock.as_ref(),
         providers: &state.providers,
+        cache: &state.config_cache,
     };
     let input = CatalogSendInput {
         mode: plan.mode,

@@ -101,6 +101,11 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                     "The request body has characters after the JSON value.",
                 ));
             }
+            // Every request body of the API is an object (serde would also read a struct
+            // from an array of its fields).
+            if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+                return Err(ApiError::validation_field("body", "must be a JSON object"));
+            }
             Ok(v)
         }
         Err(e) => {
@@ -201,6 +206,10 @@ mod tests {
         assert_eq!(d.unwrap()["fields"][0]["field"], "count");
         let (c, _) = code(b"[1, 2]");
         assert_eq!(c, "validation_failed");
+        // An array of the fields in order would fit the struct: still not an object.
+        let (c, d) = code(b" [3, null, null]");
+        assert_eq!(c, "validation_failed");
+        assert_eq!(d.unwrap()["fields"][0]["field"], "body");
     }
 
     #[test]

@@ -366,12 +366,6 @@ where
         }
         Err(e) => return e.into_response(),
     };
-    let ctx = SendContext {
-        store: state.store.as_ref(),
-        secrets: &state.secrets,
-        clock: state.clock.as_ref(),
-        providers: &state.providers,
-    };
     let input = SendInput {
         org_id: principal.org_id,
         api_key_id: Some(principal.key_id),
@@ -382,36 +376,7 @@ where
         phone: addressing.phone,
         content,
     };
-    let completion = token.map(|token| SendCompletion {
-        token,
-        respond: Box::new(stored_response),
-    });
-    let recorded = completion.is_some();
-    let mark = |mut r: Response| {
-        if recorded {
-            r.extensions_mut().insert(idempotency::Recorded);
-        }
-        r
-    };
-    match crate::ops::messages::send(&ctx, input, completion).await {
-        Ok(r) => {
-            let stored = stored_response(&r, None);
-            mark(idempotency::json_response(StatusCode::CREATED, stored.body))
-        }
-        Err(SendError::ProviderRejected { recorded: r, error }) => {
-            let stored = stored_response(&r, Some(&error));
-            mark(idempotency::json_response(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                stored.body,
-            ))
-        }
-        Err(SendError::LostClaim) => {
-            let mut r = ApiError::idempotency_in_progress().into_response();
-            r.extensions_mut().insert(ClaimLost);
-            r
-        }
-        Err(e) => send_error(e).into_response(),
-    }
+    run_plain_send(&state, input, token, |e| send_error(e).into_response()).await
 }
 
 /// The scope and idempotency frame of a send: `messages:write`, then `Idempotency-Key`
@@ -527,6 +492,55 @@ pub fn template_request(r: SendTemplateRequest) -> Result<SendPlan, ApiError> {
     match (errors.is_empty(), content) {
         (true, Some(c)) => Ok(SendPlan::Plain(addressing, c)),
         _ => Err(ApiError::validation(errors)),
+    }
+}
+
+/// Runs a plain (not catalog) send and shapes its response for the idempotency layer: 201
+/// with the send response, a provider rejection's stored 422, `idempotency_in_progress` when
+/// the claim was lost; `other` shapes every other error. Shared by the v1 and legacy send
+/// paths and by flow triggers.
+pub(crate) async fn run_plain_send(
+    state: &AppState,
+    input: SendInput,
+    token: Option<ClaimToken>,
+    other: impl FnOnce(SendError) -> Response,
+) -> Response {
+    let ctx = SendContext {
+        store: state.store.as_ref(),
+        secrets: &state.secrets,
+        clock: state.clock.as_ref(),
+        providers: &state.providers,
+        cache: &state.config_cache,
+    };
+    let completion = token.map(|token| SendCompletion {
+        token,
+        respond: Box::new(stored_response),
+    });
+    let recorded = completion.is_some();
+    let mark = |mut r: Response| {
+        if recorded {
+            r.extensions_mut().insert(idempotency::Recorded);
+        }
+        r
+    };
+    match crate::ops::messages::send(&ctx, input, completion).await {
+        Ok(r) => {
+            let stored = stored_response(&r, None);
+            mark(idempotency::json_response(StatusCode::CREATED, stored.body))
+        }
+        Err(SendError::ProviderRejected { recorded: r, error }) => {
+            let stored = stored_response(&r, Some(&error));
+            mark(idempotency::json_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                stored.body,
+            ))
+        }
+        Err(SendError::LostClaim) => {
+            let mut r = ApiError::idempotency_in_progress().into_response();
+            r.extensions_mut().insert(ClaimLost);
+            r
+        }
+        Err(e) => other(e),
     }
 }
 
@@ -770,7 +784,12 @@ pub async fn list_messages(
         (None, None) => {}
     }
     if let Some(uuid) = uuid_param("contact_uuid", q.contact_uuid.as_deref())? {
-        match state.store.find_contact(principal.org_id, uuid).await? {
+        // Deleted contacts included: their messages stay in the history.
+        match state
+            .store
+            .find_contact_with_deleted(principal.org_id, uuid)
+            .await?
+        {
             Some(c) => filter.contact_id = Some(c.id),
             None => return empty(),
         }

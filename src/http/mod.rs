@@ -13,6 +13,7 @@ pub mod idempotency;
 pub mod inbound;
 pub mod initiation;
 pub mod json;
+pub mod legacy;
 pub mod list_query;
 pub mod messages;
 pub mod observe;
@@ -47,6 +48,7 @@ fn authenticated_routes(state: &AppState) -> Router<AppState> {
         .merge(events::router())
         .merge(messages::router())
         .merge(webhooks::router())
+        .merge(legacy::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,

@@ -45,6 +45,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
         super::inbound::InboundApi::openapi(),
         super::webhooks::WebhooksApi::openapi(),
         super::health::HealthApi::openapi(),
+        super::legacy::LegacyApi::openapi(),
         OpenApiDocApi::openapi(),
     ] {
         doc.merge(part);

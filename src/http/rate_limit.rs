@@ -51,6 +51,7 @@ impl LimitClass {
                     | "/api/send"
                     | "/api/send/media"
                     | "/api/send/template"
+                    | "/api/flows/{id}/trigger"
             ) {
                 return LimitClass::Sends;
             }

@@ -57,7 +57,7 @@ impl From<WebhookError> for ApiError {
     }
 }
 
-fn deps(state: &AppState) -> Deps<'_> {
+pub(crate) fn deps(state: &AppState) -> Deps<'_> {
     Deps {
         store: state.store.as_ref(),
         secrets: &state.secrets,
@@ -70,7 +70,7 @@ fn deps(state: &AppState) -> Deps<'_> {
 }
 
 /// A UUID from the path; anything else cannot name a resource of the organization (404).
-fn path_uuid(raw: &str, what: &str) -> ApiResult<Uuid> {
+pub(crate) fn path_uuid(raw: &str, what: &str) -> ApiResult<Uuid> {
     Uuid::parse_str(raw).map_err(|_| ApiError::not_found(what))
 }
 
@@ -201,24 +201,37 @@ pub async fn list_endpoints(
     principal: Principal,
     QueryParams(q): QueryParams<PageParams>,
 ) -> ApiResult<Json<Page<EndpointOut>>> {
+    Ok(Json(
+        endpoint_page(&state, &principal, &q, false)
+            .await?
+            .map(|e| EndpointOut::from(&e)),
+    ))
+}
+
+/// A page of the organization's endpoints (`legacy`: its legacy webhook records instead),
+/// newest first. Needs `webhooks:read`.
+pub(crate) async fn endpoint_page(
+    state: &AppState,
+    principal: &Principal,
+    q: &PageParams,
+    legacy: bool,
+) -> ApiResult<Page<EndpointRecord>> {
     principal.require(Scope::WebhooksRead)?;
     let page = PageRequest::parse(q.limit.as_deref(), q.cursor.as_deref())?;
     let rows = state
         .store
         .list_endpoints(
             principal.org_id,
+            legacy,
             page.cursor
                 .map(|c| (Timestamp::from_millis(c.time_ms), c.id)),
             page.fetch_limit(),
         )
         .await?;
-    Ok(Json(
-        Page::from_rows(rows, &page, |e| Cursor {
-            time_ms: e.created_at.millis(),
-            id: e.id,
-        })
-        .map(|e| EndpointOut::from(&e)),
-    ))
+    Ok(Page::from_rows(rows, &page, |e| Cursor {
+        time_ms: e.created_at.millis(),
+        id: e.id,
+    }))
 }
 
 /// Create an endpoint. The answer carries its `signing_secret`, shown only now.
@@ -277,11 +290,7 @@ pub async fn get_endpoint(
 ) -> ApiResult<Json<EndpointOut>> {
     principal.require(Scope::WebhooksRead)?;
     let uuid = path_uuid(&uuid, "The webhook endpoint")?;
-    let e = state
-        .store
-        .get_endpoint(principal.org_id, uuid)
-        .await
-        .map_err(WebhookError::from)?;
+    let e = ops::get_endpoint(&deps(&state), principal.org_id, uuid, ops::Kind::Endpoint).await?;
     Ok(Json(EndpointOut::from(&e)))
 }
 
@@ -365,7 +374,14 @@ pub async fn delete_endpoint(
 ) -> ApiResult<StatusCode> {
     principal.require(Scope::WebhooksWrite)?;
     let uuid = path_uuid(&uuid, "The webhook endpoint")?;
-    ops::delete_endpoint(&deps(&state), principal.org_id, uuid, principal.actor()).await?;
+    ops::delete_endpoint(
+        &deps(&state),
+        principal.org_id,
+        uuid,
+        ops::Kind::Endpoint,
+        principal.actor(),
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

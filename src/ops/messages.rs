@@ -347,6 +347,15 @@ pub struct SendContext<'a> {
     pub secrets: &'a SecretBox,
     pub clock: &'a dyn Clock,
     pub providers: &'a ProviderHub,
+    /// The channel lists, cached (invalidated with every channel change).
+    pub cache: &'a crate::cache::ConfigCache,
+}
+
+impl SendContext<'_> {
+    /// The organization's channels, from the cache when it is fresh.
+    pub async fn channels(&self, org_id: i64) -> Result<std::sync::Arc<Vec<Channel>>, SendError> {
+        Ok(self.cache.channels(self.store, org_id).await?)
+    }
 }
 
 /// The adapter of a channel, with its configuration decrypted.
@@ -372,7 +381,7 @@ pub async fn send(
     input: SendInput,
     completion: Option<SendCompletion>,
 ) -> Result<Recorded, SendError> {
-    let channels = ctx.store.list_channels(input.org_id).await?;
+    let channels = ctx.channels(input.org_id).await?;
     let channel = select_channel(
         &channels,
         &ChannelRequest {

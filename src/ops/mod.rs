@@ -1,7 +1,9 @@
 //! Operations: use cases that combine domain rules and storage and record what they cause
 //! (outbox events, organization log entries). Shared by the HTTP API and the admin tools.
 
+pub mod campaigns;
 pub mod channels;
+pub mod flows;
 pub mod keys;
 pub mod messages;
 pub mod orgs;

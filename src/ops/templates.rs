@@ -1158,7 +1158,7 @@ async fn check_catalog_send(
     ),
     SendError,
 > {
-    let channels = ctx.store.list_channels(input.org_id).await?;
+    let channels = ctx.channels(input.org_id).await?;
     let channel = match input.mode {
         CatalogMode::Initiation => {
             explicit_channel(&channels, input.channel_id, input.channel_slug.as_deref())?

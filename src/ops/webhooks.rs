@@ -173,6 +173,42 @@ fn default_name(url: &str) -> String {
         .unwrap_or_else(|| "Webhook endpoint".to_owned())
 }
 
+/// What an endpoint operation addresses: a modern endpoint (`/webhook-endpoints`) or a legacy
+/// record (`/api/webhooks`). Both live in one table; each surface sees only its own kind
+/// (the other kind is a 404).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Endpoint,
+    LegacyRecord,
+}
+
+impl Kind {
+    fn legacy(self) -> bool {
+        self == Kind::LegacyRecord
+    }
+
+    fn not_found(self) -> WebhookError {
+        WebhookError::NotFound(match self {
+            Kind::Endpoint => "The webhook endpoint",
+            Kind::LegacyRecord => "The webhook record",
+        })
+    }
+}
+
+/// One endpoint of the organization, of this kind (404 for the other kind).
+pub async fn get_endpoint(
+    deps: &Deps<'_>,
+    org_id: i64,
+    uuid: Uuid,
+    kind: Kind,
+) -> WebhookResult<EndpointRecord> {
+    match deps.store.get_endpoint(org_id, uuid).await {
+        Ok(e) if e.legacy == kind.legacy() => Ok(e),
+        Ok(_) | Err(StoreError::NotFound) => Err(kind.not_found()),
+        Err(e) => Err(WebhookError::Store(e)),
+    }
+}
+
 /// Creates an endpoint. Returns it and its signing secret (shown once).
 pub async fn create_endpoint(
     deps: &Deps<'_>,
@@ -204,6 +240,7 @@ pub async fn create_endpoint(
                 sealed_secret: deps.secrets.seal(secret.as_bytes(), AAD_SIGNING_SECRET),
                 status,
                 now,
+                legacy: false,
             },
             Box::new(move |e| {
                 Effects::none().log(wh_events::endpoint_log(
@@ -247,6 +284,7 @@ pub async fn update_endpoint(
         check.headers(h);
     }
     check.finish()?;
+    get_endpoint(deps, org_id, uuid, Kind::Endpoint).await?;
 
     let now = deps.clock.now();
     let record = deps
@@ -335,12 +373,15 @@ fn update_effects(
     effects
 }
 
+/// Deletes an endpoint of this kind (a legacy record through `/api/webhooks`).
 pub async fn delete_endpoint(
     deps: &Deps<'_>,
     org_id: i64,
     uuid: Uuid,
+    kind: Kind,
     actor: Actor,
 ) -> WebhookResult<()> {
+    get_endpoint(deps, org_id, uuid, kind).await?;
     let now = deps.clock.now();
     deps.store
         .delete_endpoint(
@@ -353,7 +394,7 @@ pub async fn delete_endpoint(
                     "deleted",
                     e.uuid,
                     actor,
-                    json!({ "name": e.name, "url": url_safety::redacted(&e.url) }),
+                    json!({ "name": e.name, "url": url_safety::redacted(&e.url), "legacy": e.legacy }),
                     now,
                 ))
             }),
@@ -370,6 +411,7 @@ pub async fn rotate_secret(
     uuid: Uuid,
     actor: Actor,
 ) -> WebhookResult<(EndpointRecord, String)> {
+    get_endpoint(deps, org_id, uuid, Kind::Endpoint).await?;
     let secret = signing::generate_secret();
     let now = deps.clock.now();
     let record = deps
@@ -399,7 +441,7 @@ pub async fn rotate_secret(
 
 /// Sends an `integration.test` event to this endpoint alone. Returns (delivery, event) ids.
 pub async fn send_test(deps: &Deps<'_>, org_id: i64, uuid: Uuid) -> WebhookResult<(Uuid, Uuid)> {
-    let endpoint = deps.store.get_endpoint(org_id, uuid).await?;
+    let endpoint = get_endpoint(deps, org_id, uuid, Kind::Endpoint).await?;
     let event = wh_events::test_event(org_id, endpoint.uuid, &endpoint.name, deps.clock.now());
     let event_id = event.uuid;
     let delivery_id = deps
@@ -425,4 +467,56 @@ pub async fn retry_delivery(
         Err(StoreError::NotFound) => Err(WebhookError::NotFound("The delivery")),
         Err(e) => Err(WebhookError::Store(e)),
     }
+}
+
+/// Creates a legacy webhook record (`POST /api/webhooks`): a URL and its events, checked by the
+/// same rules as an endpoint's (event names, URL safety), stored as an endpoint row with
+/// `legacy` set, no secret, no custom headers and its URL's host as its name. Logged as
+/// `webhook_endpoint.created` with `legacy: true`.
+pub async fn create_legacy_record(
+    deps: &Deps<'_>,
+    org_id: i64,
+    url: String,
+    events: Vec<String>,
+    actor: Actor,
+) -> WebhookResult<EndpointRecord> {
+    let mut check = Checker::new();
+    check.url(&url, deps).await;
+    let events = check.events(&events);
+    check.finish()?;
+    let now = deps.clock.now();
+    let record = deps
+        .store
+        .create_endpoint(
+            NewEndpoint {
+                uuid: Uuid::now_v7(),
+                org_id,
+                name: default_name(&url),
+                url,
+                events,
+                headers: BTreeMap::new(),
+                sealed_secret: Vec::new(),
+                status: EndpointStatus::Active,
+                now,
+                legacy: true,
+            },
+            Box::new(move |e| {
+                Effects::none().log(wh_events::endpoint_log(
+                    e.org_id,
+                    "created",
+                    e.uuid,
+                    actor,
+                    json!({
+                        "name": e.name,
+                        "url": url_safety::redacted(&e.url),
+                        "events": e.events,
+                        "legacy": true,
+                        "status": e.status,
+                    }),
+                    now,
+                ))
+            }),
+        )
+        .await?;
+    Ok(record)
 }

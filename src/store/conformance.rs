@@ -522,6 +522,8 @@ fn both_backends_have_the_same_migrations() {
     );
 }
 
+#[path = "conformance_legacy.rs"]
+mod legacy;
 mod messaging;
 mod templates;
 #[path = "conformance_webhooks.rs"]

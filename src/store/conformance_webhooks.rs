@@ -23,7 +23,10 @@ conformance!(
     outcomes_update_deliveries_and_health,
     endpoints_are_disabled_at_the_threshold,
     outcomes_are_recorded_in_batches,
+    successes_in_a_batch_keep_their_times_and_reset_health,
     ledger_queries_retry_and_purge,
+    legacy_records_share_the_fan_out,
+    master_key_rotation_reseals_signing_secrets_only,
 );
 
 fn t(ms: i64) -> Timestamp {
@@ -41,7 +44,15 @@ fn endpoint(org_id: i64, url: &str, events: &[&str]) -> NewEndpoint {
         sealed_secret: vec![1, 2, 3],
         status: EndpointStatus::Active,
         now: t(0),
+        legacy: false,
     }
+}
+
+async fn create_legacy(s: &SharedStore, org_id: i64, url: &str, events: &[&str]) -> EndpointRecord {
+    let mut new = endpoint(org_id, url, events);
+    new.legacy = true;
+    new.sealed_secret = Vec::new();
+    s.create_endpoint(new, no_effects()).await.unwrap()
 }
 
 async fn create(s: &SharedStore, org_id: i64, url: &str, events: &[&str]) -> EndpointRecord {
@@ -152,18 +163,18 @@ async fn endpoints_lifecycle(s: SharedStore) {
     let mut later = endpoint(org.id, "https://b.example.com/x", &["*"]);
     later.now = t(10);
     let e2 = s.create_endpoint(later, no_effects()).await.unwrap();
-    let page = s.list_endpoints(org.id, None, 10).await.unwrap();
+    let page = s.list_endpoints(org.id, false, None, 10).await.unwrap();
     assert_eq!(
         page.iter().map(|e| e.id).collect::<Vec<_>>(),
         vec![e2.id, e.id]
     );
     let rest = s
-        .list_endpoints(org.id, Some((e2.created_at, e2.id)), 10)
+        .list_endpoints(org.id, false, Some((e2.created_at, e2.id)), 10)
         .await
         .unwrap();
     assert_eq!(rest.iter().map(|e| e.id).collect::<Vec<_>>(), vec![e.id]);
     assert!(
-        s.list_endpoints(other.id, None, 10)
+        s.list_endpoints(other.id, false, None, 10)
             .await
             .unwrap()
             .is_empty()
@@ -271,7 +282,13 @@ async fn endpoints_lifecycle(s: SharedStore) {
             .await,
         Err(StoreError::NotFound)
     ));
-    assert_eq!(s.list_endpoints(org.id, None, 10).await.unwrap().len(), 1);
+    assert_eq!(
+        s.list_endpoints(org.id, false, None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 async fn fan_out_follows_subscriptions(s: SharedStore) {
@@ -1047,8 +1064,240 @@ async fn outcomes_are_recorded_in_batches(s: SharedStore) {
         .await
         .unwrap();
     assert_eq!(failed.len(), 4);
+    // The success recorded with the batch's other successes: its own time, status and attempt.
+    let (d, attempts, _) = s.get_delivery(org.id, b1.uuid).await.unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(d.delivered_at, Some(t(1100)));
+    assert_eq!(d.response_status, Some(200));
+    assert!(!d.in_flight);
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].response_status, Some(200));
+    assert_eq!(attempts[0].number, 1);
     let (d, attempts, _) = s.get_delivery(org.id, b2.uuid).await.unwrap();
     assert!(d.in_flight, "the stale claim recorded nothing");
     assert!(attempts.is_empty());
     assert_eq!(s.record_attempts(Vec::new()).await.unwrap(), Vec::new());
+}
+
+async fn successes_in_a_batch_keep_their_times_and_reset_health(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let a = create(&s, org.id, "https://a.example.com/a", &["security.*"]).await;
+    let b = create(&s, org.id, "https://a.example.com/b", &["security.*"]).await;
+    emit(&s, org.id, "security.api_key_created", 100).await;
+    let first = s.claim_deliveries(&claim(1000, 10, 10)).await.unwrap();
+    assert_eq!(first.len(), 2);
+    let on_a = first
+        .iter()
+        .find(|c| c.endpoint.as_ref().unwrap().id == a.id)
+        .unwrap();
+    s.record_attempt(outcome(on_a, 1001, Disposition::Failed, Some(400)))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.get_endpoint(org.id, a.uuid)
+            .await
+            .unwrap()
+            .consecutive_failures,
+        1
+    );
+    for i in 0..3 {
+        emit(&s, org.id, "security.api_key_created", 200 + i).await;
+    }
+    let second = s.claim_deliveries(&claim(2000, 100, 100)).await.unwrap();
+    assert_eq!(second.len(), 6);
+    // Every claim still held (b's first one included) succeeds, each at its own time.
+    let held: Vec<&ClaimedDelivery> = first
+        .iter()
+        .filter(|c| c.endpoint.as_ref().unwrap().id == b.id)
+        .chain(second.iter())
+        .collect();
+    let outcomes: Vec<AttemptOutcome> = held
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            outcome(
+                c,
+                3000 + i as i64,
+                Disposition::Delivered,
+                Some(200 + i as i64),
+            )
+        })
+        .collect();
+    let results = s.record_attempts(outcomes.clone()).await.unwrap();
+    assert!(results.iter().all(|r| *r
+        == Recorded::Done {
+            status: DeliveryStatus::Delivered,
+            endpoint_disabled: false
+        }));
+    for (i, c) in held.iter().enumerate() {
+        let (d, attempts, _) = s.get_delivery(org.id, c.uuid).await.unwrap();
+        assert_eq!(d.status, DeliveryStatus::Delivered);
+        assert_eq!(d.delivered_at, Some(t(3000 + i as i64)));
+        assert_eq!(d.response_status, Some(200 + i as i64));
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(attempts[0].started_at, t(3000 + i as i64));
+    }
+    // A success resets a failing endpoint's count; the other endpoint's stays at zero.
+    assert_eq!(
+        s.get_endpoint(org.id, a.uuid)
+            .await
+            .unwrap()
+            .consecutive_failures,
+        0
+    );
+    assert_eq!(
+        s.get_endpoint(org.id, b.uuid)
+            .await
+            .unwrap()
+            .consecutive_failures,
+        0
+    );
+    // Recording the same claims again records nothing.
+    let again = s.record_attempts(outcomes).await.unwrap();
+    assert!(again.iter().all(|r| *r == Recorded::LeaseLost));
+}
+
+async fn legacy_records_share_the_fan_out(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    // A legacy record first, then a modern endpoint with the same URL: the modern one wins.
+    let shared_legacy = create_legacy(&s, org.id, "https://a.example.com/both", &["*"]).await;
+    let modern = create(
+        &s,
+        org.id,
+        "https://A.example.com:443/both",
+        &["security.*"],
+    )
+    .await;
+    // Two legacy records with one URL: one delivery.
+    let twin1 = create_legacy(&s, org.id, "https://a.example.com/twin", &["security.*"]).await;
+    let twin2 = create_legacy(&s, org.id, "https://a.example.com/twin", &["*"]).await;
+    let other_events =
+        create_legacy(&s, org.id, "https://a.example.com/contacts", &["contact.*"]).await;
+    assert!(shared_legacy.legacy && !modern.legacy);
+    assert!(shared_legacy.sealed_secret.is_empty());
+    assert_eq!(s.get_endpoint(org.id, twin1.uuid).await.unwrap(), twin1);
+
+    // Each kind lists only itself.
+    let legacy: Vec<Uuid> = s
+        .list_endpoints(org.id, true, None, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.uuid)
+        .collect();
+    assert_eq!(
+        legacy,
+        vec![
+            other_events.uuid,
+            twin2.uuid,
+            twin1.uuid,
+            shared_legacy.uuid
+        ]
+    );
+    let modern_list = s.list_endpoints(org.id, false, None, 10).await.unwrap();
+    assert_eq!(modern_list, vec![modern.clone()]);
+
+    let created = emit(&s, org.id, "security.api_key_created", 10).await;
+    let ds = s.list_deliveries(org.id, &all(100)).await.unwrap();
+    let to = |e: &EndpointRecord| {
+        ds.iter()
+            .filter(|d| d.endpoint_uuid == Some(e.uuid))
+            .count()
+    };
+    assert_eq!(
+        to(&modern),
+        1,
+        "the modern endpoint of a shared URL gets it"
+    );
+    assert_eq!(to(&shared_legacy), 0, "never a second delivery to that URL");
+    assert_eq!(to(&twin1) + to(&twin2), 1, "one delivery per URL");
+    assert_eq!(to(&twin1), 1, "the older record of a URL wins");
+    assert_eq!(to(&other_events), 0);
+    assert_eq!(ds.len(), 2);
+    assert!(ds.iter().all(|d| d.event_uuid == created.uuid));
+
+    // An event only the legacy record of the shared URL subscribes to goes to it.
+    emit(&s, org.id, "crm.deal_won", 11).await;
+    let ds = s.list_deliveries(org.id, &all(100)).await.unwrap();
+    let mut deal: Vec<Option<Uuid>> = ds
+        .iter()
+        .filter(|d| d.event_name == "crm.deal_won")
+        .map(|d| d.endpoint_uuid)
+        .collect();
+    deal.sort();
+    let mut expected = vec![Some(shared_legacy.uuid), Some(twin2.uuid)];
+    expected.sort();
+    assert_eq!(deal, expected);
+
+    // Claims say which deliveries are legacy (sent unsigned).
+    let claimed = s.claim_deliveries(&claim(20, 10, 10)).await.unwrap();
+    assert_eq!(claimed.len(), 4);
+    for c in &claimed {
+        let ep = c.endpoint.as_ref().unwrap();
+        assert_eq!(ep.legacy, ep.uuid != modern.uuid, "{:?}", ep.uuid);
+        if ep.legacy {
+            assert!(ep.sealed_secret.is_empty());
+        }
+    }
+
+    // A deleted legacy record receives nothing more.
+    s.delete_endpoint(org.id, twin1.uuid, t(30), no_effects())
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.get_endpoint(org.id, twin1.uuid).await,
+        Err(StoreError::NotFound)
+    ));
+    emit(&s, org.id, "security.api_key_revoked", 40).await;
+    let ds = s.list_deliveries(org.id, &all(100)).await.unwrap();
+    let mut revoked: Vec<Option<Uuid>> = ds
+        .iter()
+        .filter(|d| d.event_name == "security.api_key_revoked")
+        .map(|d| d.endpoint_uuid)
+        .collect();
+    revoked.sort();
+    let mut expected = vec![Some(modern.uuid), Some(twin2.uuid)];
+    expected.sort();
+    assert_eq!(revoked, expected, "the twin left takes over its URL");
+}
+
+async fn master_key_rotation_reseals_signing_secrets_only(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let modern = create(&s, org.id, "https://a.example.com/m", &["*"]).await;
+    let legacy = create_legacy(&s, org.id, "https://a.example.com/l", &["*"]).await;
+    let gone = create(&s, org.id, "https://a.example.com/g", &["*"]).await;
+    s.delete_endpoint(org.id, gone.uuid, t(1), no_effects())
+        .await
+        .unwrap();
+    s.init_setting("check", b"old").await.unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let reseal = move |sealed: &[u8], aad: &[u8]| -> Result<Vec<u8>, String> {
+        log.lock().unwrap().push((sealed.to_vec(), aad.to_vec()));
+        let mut v = sealed.to_vec();
+        v.push(9);
+        Ok(v)
+    };
+    let n = s.reseal_secrets(&reseal, "check", b"new").await.unwrap();
+    assert_eq!(n, 1, "only the live modern endpoint holds a secret");
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        vec![(
+            modern.sealed_secret.clone(),
+            crate::crypto::AAD_SIGNING_SECRET.to_vec()
+        )]
+    );
+    let after = s.get_endpoint(org.id, modern.uuid).await.unwrap();
+    assert_eq!(
+        after.sealed_secret,
+        [modern.sealed_secret.clone(), vec![9]].concat()
+    );
+    assert!(
+        s.get_endpoint(org.id, legacy.uuid)
+            .await
+            .unwrap()
+            .sealed_secret
+            .is_empty()
+    );
+    assert_eq!(s.get_setting("check").await.unwrap(), Some(b"new".to_vec()));
 }

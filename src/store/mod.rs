@@ -29,6 +29,7 @@ use crate::domain::scope::ScopeSet;
 pub mod conformance;
 #[cfg(test)]
 mod conformance_org_data;
+pub mod legacy;
 pub mod messaging;
 pub mod org_data;
 mod postgres;
@@ -41,6 +42,7 @@ pub use org_data::{
     Member, MemberChange, MemberQuery, NewMember, OrgEventQuery, OrgEventRecord, UserRecord,
 };
 
+pub use legacy::LegacyStore;
 pub use messaging::*;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
@@ -535,6 +537,7 @@ pub trait Store:
     + IdempotencyStore
     + WebhookStore
     + TemplateStore
+    + LegacyStore
 {
 }
 
@@ -550,6 +553,7 @@ impl<T> Store for T where
         + IdempotencyStore
         + WebhookStore
         + TemplateStore
+        + LegacyStore
 {
 }
 

@@ -47,6 +47,11 @@ impl PgStore {
         &self.pool
     }
 
+    /// For one-statement writes outside a transaction.
+    pub(super) fn writer(&self) -> &Pool<Postgres> {
+        &self.pool
+    }
+
     pub(super) async fn begin(&self) -> StoreResult<Transaction<'static, Postgres>> {
         Ok(self.pool.begin().await?)
     }

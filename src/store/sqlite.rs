@@ -66,6 +66,11 @@ impl SqliteStore {
         &self.reader
     }
 
+    /// The single writer connection, for one-statement writes outside a transaction.
+    pub(super) fn writer(&self) -> &Pool<Sqlite> {
+        &self.writer
+    }
+
     /// A write transaction: `BEGIN IMMEDIATE` on the single writer connection.
     pub(super) async fn begin(&self) -> StoreResult<Transaction<'static, Sqlite>> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)

@@ -30,6 +30,9 @@ pub struct EndpointRecord {
     pub consecutive_failures: i64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// A legacy webhook record (`/api/webhooks`): no signing secret (`sealed_secret` is
+    /// empty), deliveries unsigned, and a modern endpoint with the same URL takes precedence.
+    pub legacy: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -40,9 +43,12 @@ pub struct NewEndpoint {
     pub url: String,
     pub events: Vec<String>,
     pub headers: BTreeMap<String, String>,
+    /// Empty for a legacy record.
     pub sealed_secret: Vec<u8>,
     pub status: EndpointStatus,
     pub now: Timestamp,
+    /// A legacy webhook record (see [`EndpointRecord::legacy`]).
+    pub legacy: bool,
 }
 
 /// A change to an endpoint; `None` leaves a field as it is.
@@ -201,6 +207,8 @@ pub struct ClaimedEndpoint {
     pub sealed_secret: Vec<u8>,
     pub status: EndpointStatus,
     pub deleted: bool,
+    /// A legacy webhook record: the delivery is sent unsigned.
+    pub legacy: bool,
 }
 
 /// A delivery claimed for one attempt.
@@ -272,14 +280,17 @@ pub trait WebhookStore: Send + Sync {
         new: NewEndpoint,
         effects: EffectsFn<'_, EndpointRecord>,
     ) -> StoreResult<EndpointRecord>;
-    /// The organization's endpoints (not deleted), newest first, from `before`.
+    /// The organization's endpoints (not deleted) of one kind (modern endpoints, or legacy
+    /// records with `legacy`), newest first, from `before`.
     async fn list_endpoints(
         &self,
         org_id: i64,
+        legacy: bool,
         before: Option<(Timestamp, i64)>,
         limit: i64,
     ) -> StoreResult<Vec<EndpointRecord>>;
-    /// One endpoint of the organization; `NotFound` for another organization's or a deleted one.
+    /// One endpoint of the organization, of either kind (see `EndpointRecord::legacy`);
+    /// `NotFound` for another organization's or a deleted one.
     async fn get_endpoint(&self, org_id: i64, uuid: Uuid) -> StoreResult<EndpointRecord>;
     /// Changes an endpoint; `effects` gets the endpoint before and after.
     async fn update_endpoint(

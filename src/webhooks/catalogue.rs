@@ -450,4 +450,64 @@ mod tests {
         }
         assert!(!subscribed::<&str>(&[], "message.sent"));
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn known_event() -> impl Strategy<Value = &'static str> {
+            prop::sample::select(EVENTS.iter().map(|e| e.name).collect::<Vec<_>>())
+        }
+
+        proptest! {
+            /// Any string parses or is refused without panicking; what parses is `*`, a known
+            /// namespace with `.*`, or a known event, and prints back to itself.
+            #[test]
+            fn patterns_parse_exactly_the_catalogue(s in ".{0,120}") {
+                match Pattern::parse(&s) {
+                    Ok(p) => {
+                        prop_assert!(s == "*" || is_event(&s) || s.strip_suffix(".*").is_some_and(is_namespace));
+                        prop_assert_eq!(p.to_string(), s.clone());
+                        prop_assert_eq!(Pattern::parse(&p.to_string()), Ok(p));
+                    }
+                    Err(message) => {
+                        prop_assert!(s != "*" && !is_event(&s));
+                        prop_assert!(message.chars().count() < 300, "the message quotes a bounded part of the input");
+                    }
+                }
+            }
+
+            /// Stored patterns match events exactly as the parsed pattern does, and a namespace
+            /// pattern matches every event of its namespace and no other.
+            #[test]
+            fn matching_agrees_with_the_pattern(pattern in known_event(), event in known_event(), kind in 0u8..3) {
+                let text = match kind {
+                    0 => "*".to_owned(),
+                    1 => format!("{}.*", namespace_of(pattern)),
+                    _ => pattern.to_owned(),
+                };
+                let parsed = Pattern::parse(&text).unwrap();
+                prop_assert_eq!(subscribed(&[&text], event), parsed.matches(event));
+                let expected = match kind {
+                    0 => true,
+                    1 => namespace_of(event) == namespace_of(pattern),
+                    _ => event == pattern,
+                };
+                prop_assert_eq!(parsed.matches(event), expected, "{} vs {}", text, event);
+            }
+
+            /// Near misses of real names (a character changed, dropped or added) never match.
+            #[test]
+            fn near_misses_are_refused(event in known_event(), at in any::<prop::sample::Index>(), c in "[a-z_.*]") {
+                let mut chars: Vec<char> = event.chars().collect();
+                let i = at.index(chars.len());
+                chars[i] = c.chars().next().unwrap();
+                let changed: String = chars.iter().collect();
+                prop_assume!(!is_event(&changed) && changed != "*" && !changed.strip_suffix(".*").is_some_and(is_namespace));
+                prop_assert!(Pattern::parse(&changed).is_err());
+                prop_assert!(!subscribed(&[&changed], event));
+            }
+        }
+    }
 }

@@ -56,6 +56,12 @@ pub const READ_LIMIT: usize = 16 * 1024;
 pub const EXCERPT_LIMIT: usize = 1024;
 /// The PostgreSQL notification channel.
 pub const CHANNEL: &str = "switchboard_deliveries";
+/// How many attempts may await the recording of their outcome, per slot of concurrency. An
+/// attempt frees its slot (and its endpoint's) when its request is over, not when its outcome
+/// is recorded: the recorder writes outcomes in batches, and the slots stay busy sending.
+pub const UNRECORDED_FACTOR: usize = 4;
+/// Idle connections kept per host by the delivery client.
+pub const IDLE_PER_HOST: usize = 64;
 /// The `User-Agent` of deliveries.
 pub const USER_AGENT: &str = concat!("Switchboard-Webhooks/", env!("CARGO_PKG_VERSION"));
 
@@ -73,6 +79,9 @@ pub struct Dispatcher {
     poll_interval: Duration,
     grace: Duration,
     global: Arc<Semaphore>,
+    /// Attempts made or in flight whose outcome is not recorded yet (bounds the recorder's
+    /// queue: [`UNRECORDED_FACTOR`] times the concurrency).
+    unrecorded: Arc<Semaphore>,
     capacity: usize,
     /// Notified when an attempt finishes (a slot is free).
     freed: Notify,
@@ -83,6 +92,10 @@ pub struct Dispatcher {
 }
 
 /// The delivery HTTP client: safe resolver, no redirects, no proxy, HTTP/1.1.
+///
+/// Idle connections are kept per host up to [`IDLE_PER_HOST`]: many endpoints often share
+/// one host (an integration platform, a company's gateway), and a smaller pool than the
+/// attempts in flight to it would close and reopen connections under load.
 pub fn http_client(policy: Policy, timeout: Duration) -> reqwest::Client {
     reqwest::Client::builder()
         .dns_resolver(Arc::new(SafeResolver::new(policy)))
@@ -91,7 +104,7 @@ pub fn http_client(policy: Policy, timeout: Duration) -> reqwest::Client {
         .timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .pool_idle_timeout(Duration::from_secs(60))
-        .pool_max_idle_per_host(8)
+        .pool_max_idle_per_host(IDLE_PER_HOST)
         .tcp_nodelay(true)
         .user_agent(USER_AGENT)
         .build()
@@ -125,6 +138,9 @@ impl Dispatcher {
             poll_interval: config.webhook_poll_interval,
             grace: config.shutdown_grace,
             global: Arc::new(Semaphore::new(config.webhook_concurrency)),
+            unrecorded: Arc::new(Semaphore::new(
+                config.webhook_concurrency * UNRECORDED_FACTOR,
+            )),
             capacity: config.webhook_concurrency,
             freed: Notify::new(),
             in_flight: Mutex::new(HashMap::new()),
@@ -153,9 +169,12 @@ impl Dispatcher {
         let mut eager = true;
         let mut failures = 0u32;
         while !shutdown.is_cancelled() {
-            let available = self.global.available_permits();
+            let available = self
+                .global
+                .available_permits()
+                .min(self.unrecorded.available_permits());
             let free = available.min(CLAIM_BATCH);
-            let idle = available == self.capacity;
+            let idle = self.global.available_permits() == self.capacity;
             let mut claimed = 0;
             let eligible = free > 0 && (eager || idle || available >= low_water);
             if eligible {
@@ -169,11 +188,16 @@ impl Dispatcher {
                                 .clone()
                                 .try_acquire_owned()
                                 .expect("only the dispatcher loop takes permits");
+                            let pending = self
+                                .unrecorded
+                                .clone()
+                                .try_acquire_owned()
+                                .expect("only the dispatcher loop takes permits");
                             let this = self.clone();
                             let stop = hard_stop.clone();
                             attempts.spawn(async move {
-                                this.clone().deliver(d, stop).await;
-                                drop(permit);
+                                this.clone().deliver(d, stop, permit).await;
+                                drop(pending);
                                 this.freed.notify_one();
                             });
                         }
@@ -274,7 +298,12 @@ impl Dispatcher {
     }
 
     /// One attempt of one claimed delivery, then its outcome.
-    async fn deliver(self: Arc<Self>, d: ClaimedDelivery, hard_stop: CancellationToken) {
+    async fn deliver(
+        self: Arc<Self>,
+        d: ClaimedDelivery,
+        hard_stop: CancellationToken,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) {
         let key = endpoint_key(&d);
         let token = d.token;
         let started = self.clock.now();
@@ -283,6 +312,11 @@ impl Dispatcher {
             r = self.attempt(&d) => Some(r),
             _ = hard_stop.cancelled() => None,
         };
+        // The request is over: its slot and its endpoint's are free for the next claims (this
+        // delivery stays leased until its outcome is recorded).
+        drop(slot);
+        self.release_slot(key);
+        self.freed.notify_one();
         let now = self.clock.now();
         let duration_ms = i64::try_from(clock_start.elapsed().as_millis()).unwrap_or(i64::MAX);
         let url = d.endpoint.as_ref().map(|e| e.url.clone());
@@ -337,7 +371,6 @@ impl Dispatcher {
             disable_after: self.disable_after,
         };
         self.record(outcome, &d).await;
-        self.release_slot(key);
     }
 
     /// Records an outcome, retrying a few times if the database is briefly unavailable. If it
@@ -413,19 +446,24 @@ impl Dispatcher {
                 );
             }
         };
-        let secret = match self
-            .secrets
-            .open(&endpoint.sealed_secret, AAD_SIGNING_SECRET)
-        {
-            Ok(s) => String::from_utf8_lossy(&s).into_owned(),
-            Err(e) => {
-                tracing::error!(endpoint_uuid = %endpoint.uuid, error = %e, "cannot open a signing secret");
-                return AttemptResult::error(
-                    "secret_unavailable",
-                    "The endpoint's signing secret could not be read; the attempt was not made."
-                        .into(),
-                );
-            }
+        // A legacy webhook record has no secret: its deliveries are unsigned (specification
+        // 6.3.3; see docs/legacy.md).
+        let secret = match endpoint.legacy {
+            true => None,
+            false => match self
+                .secrets
+                .open(&endpoint.sealed_secret, AAD_SIGNING_SECRET)
+            {
+                Ok(s) => Some(String::from_utf8_lossy(&s).into_owned()),
+                Err(e) => {
+                    tracing::error!(endpoint_uuid = %endpoint.uuid, error = %e, "cannot open a signing secret");
+                    return AttemptResult::error(
+                        "secret_unavailable",
+                        "The endpoint's signing secret could not be read; the attempt was not made."
+                            .into(),
+                    );
+                }
+            },
         };
         let body = match serde_json::to_vec(&d.event.envelope()) {
             Ok(b) => b,
@@ -441,17 +479,20 @@ impl Dispatcher {
         for (name, value) in &endpoint.headers {
             req = req.header(name.as_str(), value.as_str());
         }
-        let req = req
+        let mut req = req
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("X-Switchboard-Event", d.event.name.as_str())
             .header("X-Switchboard-Delivery", d.uuid.to_string())
-            .header("X-Switchboard-Timestamp", timestamp.to_string())
-            .header("X-Switchboard-Attempt", d.attempt.to_string())
-            .header(
-                "X-Switchboard-Signature",
-                signing::signature_header(&secret, timestamp, &body),
-            )
-            .body(body);
+            .header("X-Switchboard-Attempt", d.attempt.to_string());
+        if let Some(secret) = &secret {
+            req = req
+                .header("X-Switchboard-Timestamp", timestamp.to_string())
+                .header(
+                    "X-Switchboard-Signature",
+                    signing::signature_header(secret, timestamp, &body),
+                );
+        }
+        let req = req.body(body);
 
         let deadline = tokio::time::Instant::now() + self.timeout;
         let mut resp = match tokio::time::timeout_at(deadline, req.send()).await {

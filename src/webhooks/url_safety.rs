@@ -664,4 +664,102 @@ mod tests {
             "https://example.com/hook"
         );
     }
+
+    mod properties {
+        use std::net::{Ipv4Addr, Ipv6Addr};
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Addresses from the ranges that are never public, plus arbitrary ones.
+        fn ipv4() -> impl Strategy<Value = u32> {
+            prop_oneof![
+                (0u32..1 << 24),                               // 0.0.0.0/8
+                (0u32..1 << 24).prop_map(|x| 10 << 24 | x),    // 10.0.0.0/8
+                (0u32..1 << 24).prop_map(|x| 127 << 24 | x),   // loopback
+                (0u32..1 << 20).prop_map(|x| 0xAC10_0000 | x), // 172.16.0.0/12
+                (0u32..1 << 16).prop_map(|x| 0xC0A8_0000 | x), // 192.168.0.0/16
+                (0u32..1 << 16).prop_map(|x| 0xA9FE_0000 | x), // link-local
+                (0u32..1 << 22).prop_map(|x| 0x6440_0000 | x), // shared 100.64.0.0/10
+                (0u32..1 << 28).prop_map(|x| 0xE000_0000 | x), // multicast
+                (0u32..1 << 28).prop_map(|x| 0xF000_0000 | x), // reserved, broadcast
+                any::<u32>(),
+            ]
+        }
+
+        proptest! {
+            /// Nothing a client sends as a URL makes the checks panic, under either policy.
+            #[test]
+            fn arbitrary_urls_never_panic(raw in ".{0,300}", tail in "[ -~]{0,200}") {
+                for policy in [STRICT, Policy { allow_private: true }] {
+                    let _ = check_url(&raw, policy);
+                    let _ = check_url(&format!("https://{tail}"), policy);
+                    let _ = check_url(&format!("https://{raw}/x"), policy);
+                }
+                let _ = redacted(&raw);
+            }
+
+            /// Every spelling of an IPv4 address (dotted, one decimal number, hexadecimal,
+            /// octal, IPv4-mapped IPv6 in both notations) gets the same verdict, and that
+            /// verdict is the address's own: refused unless it is public.
+            #[test]
+            fn every_ipv4_spelling_gets_the_same_verdict(n in ipv4()) {
+                let ip = Ipv4Addr::from(n);
+                let [a, b, c, d] = ip.octets();
+                let mapped = ip.to_ipv6_mapped().segments();
+                let spellings = [
+                    format!("https://{ip}/hook"),
+                    format!("https://{n}/hook"),
+                    format!("https://0x{n:x}/hook"),
+                    format!("https://0{a:o}.0{b:o}.0{c:o}.0{d:o}/hook"),
+                    format!("https://0x{a:x}.0x{b:x}.0x{c:x}.0x{d:x}/hook"),
+                    format!("https://[::ffff:{ip}]/hook"),
+                    format!("https://[::ffff:{:x}:{:x}]/hook", mapped[6], mapped[7]),
+                    format!("https://{ip}:443/hook"),
+                ];
+                let public = is_public(IpAddr::V4(ip));
+                for url in &spellings {
+                    let verdict = check_url(url, STRICT);
+                    prop_assert_eq!(verdict.is_ok(), public, "{} -> {:?}", url, verdict);
+                    if !public {
+                        prop_assert!(matches!(verdict, Err(UrlError::Unsafe(_))), "{} -> {:?}", url, verdict);
+                    }
+                }
+                // Development mode lifts the address rules, not the parsing.
+                let dev = check_url(&format!("http://{ip}:8080/hook"), Policy { allow_private: true });
+                prop_assert!(dev.is_ok(), "{:?}", dev);
+                let plain = check_url(&format!("http://{ip}/hook"), STRICT);
+                prop_assert!(plain.is_err(), "{:?}", plain);
+            }
+
+            /// An IPv6 literal is accepted exactly when the address is public.
+            #[test]
+            fn ipv6_literals_follow_is_public(segments in any::<[u16; 8]>()) {
+                let ip = Ipv6Addr::from(segments);
+                let verdict = check_url(&format!("https://[{ip}]/hook"), STRICT);
+                prop_assert_eq!(verdict.is_ok(), is_public(IpAddr::V6(ip)), "{} -> {:?}", ip, verdict);
+            }
+
+            /// Any port but 443, and any credentials, are refused on any host.
+            #[test]
+            fn other_ports_and_credentials_are_refused(port in 1u16.., user in "[a-z]{1,8}", host in "[a-z]{1,12}\\.(com|org|net)") {
+                prop_assume!(port != 443);
+                let verdict = check_url(&format!("https://{host}:{port}/hook"), STRICT);
+                prop_assert!(matches!(verdict, Err(UrlError::Unsafe(_))), "{:?}", verdict);
+                let verdict = check_url(&format!("https://{user}:pw@{host}/hook"), STRICT);
+                prop_assert!(matches!(verdict, Err(UrlError::Unsafe(_))), "{:?}", verdict);
+                let verdict = check_url(&format!("https://{user}@{host}/hook"), STRICT);
+                prop_assert!(matches!(verdict, Err(UrlError::Unsafe(_))), "{:?}", verdict);
+            }
+
+            /// Internal names are refused whatever their case or trailing dot.
+            #[test]
+            fn internal_names_are_refused(label in "[a-zA-Z0-9-]{1,20}", suffix in prop::sample::select(INTERNAL_SUFFIXES), dot in any::<bool>()) {
+                let host = format!("{label}.{suffix}{}", if dot { "." } else { "" });
+                let verdict = check_url(&format!("https://{host}/hook"), STRICT);
+                prop_assert!(verdict.is_err(), "{} -> {:?}", host, verdict);
+            }
+        }
+    }
 }

@@ -9,6 +9,8 @@ mod fake_providers;
 
 mod foundation;
 mod initiation;
+mod legacy_api;
+mod legacy_data;
 mod messaging;
 mod org_data;
 mod receivers;

@@ -3,6 +3,10 @@
 //! longer by hand), then: no 5xx, no error logged, every delivery settled (no growing queue),
 //! and resident memory flat after warm-up.
 //!
+//! The traffic is paced (`SWITCHBOARD_SOAK_RATE` requests per second in all, 100 by default),
+//! below the service's capacity, so that a queue that grows is a defect and not an overload;
+//! the webhook backlog (`webhook_deliveries_due` from `/metrics`) is sampled as it runs.
+//!
 //! By hand, for the figures in docs/operations.md:
 //! `SWITCHBOARD_SOAK_SECONDS=600 cargo test --release --test blackbox soak -- --nocapture`
 
@@ -36,6 +40,11 @@ async fn soak_mixed_traffic_stays_healthy() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(20);
+    let rate: f64 = std::env::var("SWITCHBOARD_SOAK_RATE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|r: &f64| *r > 0.0)
+        .unwrap_or(100.0);
     let backend = match std::env::var("SWITCHBOARD_SOAK_BACKEND").as_deref() {
         Ok("postgres") if crate::support::postgres_url().is_some() => Backend::Postgres,
         _ => Backend::Sqlite,
@@ -100,7 +109,9 @@ async fn soak_mixed_traffic_stays_healthy() {
     let server = Arc::new(server);
     let started = Instant::now();
     let mut workers = Vec::new();
-    for w in 0..8u64 {
+    const WORKERS: u64 = 8;
+    let period = Duration::from_secs_f64(WORKERS as f64 / rate);
+    for w in 0..WORKERS {
         let (server, stop, counts, key) = (
             server.clone(),
             stop.clone(),
@@ -110,7 +121,10 @@ async fn soak_mixed_traffic_stays_healthy() {
         let wa_uuid = wa["uuid"].as_str().unwrap().to_owned();
         workers.push(tokio::spawn(async move {
             let mut i = 0u64;
+            let mut pace = tokio::time::interval(period);
+            pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             while !stop.load(Ordering::Relaxed) {
+                pace.tick().await;
                 i += 1;
                 let (label, status) = match (w + i) % 5 {
                     0 | 1 => {
@@ -151,12 +165,20 @@ async fn soak_mixed_traffic_stays_healthy() {
         }));
     }
 
-    // Memory samples: after a warm-up quarter, then every second.
+    // Memory samples every second; the webhook backlog every five.
     let mut samples = Vec::new();
+    let mut backlog: Vec<f64> = Vec::new();
+    let mut tick = 0u64;
     while started.elapsed() < Duration::from_secs(seconds) {
         tokio::time::sleep(Duration::from_secs(1)).await;
+        tick += 1;
         if let Some(mb) = rss_mb(pid) {
             samples.push((started.elapsed().as_secs_f64(), mb));
+        }
+        if tick % 5 == 0 {
+            if let Some(due) = due_deliveries(&server).await {
+                backlog.push(due);
+            }
         }
     }
     stop.store(true, Ordering::Relaxed);
@@ -206,8 +228,10 @@ async fn soak_mixed_traffic_stays_healthy() {
         .iter()
         .filter(|e| e["status"] == "disabled")
         .count();
+    let backlog_max = backlog.iter().copied().fold(0.0, f64::max);
+    let backlog_last = backlog.last().copied().unwrap_or(0.0);
     eprintln!(
-        "soak ({:?}): {disabled} endpoint(s) disabled; {total} requests in {elapsed:.0} s ({:.0}/s); {counts:?}; RSS after warm-up {warm:.1} MiB, peak {peak:.1} MiB, end {last:.1} MiB; provider calls {}",
+        "soak ({:?}): {disabled} endpoint(s) disabled; {total} requests in {elapsed:.0} s ({:.0}/s); {counts:?}; RSS after warm-up {warm:.1} MiB, peak {peak:.1} MiB, end {last:.1} MiB; deliveries due (sampled every 5 s) max {backlog_max}, last {backlog_last}; provider calls {}",
         backend,
         total as f64 / elapsed,
         graph.arrivals()
@@ -231,4 +255,23 @@ async fn soak_mixed_traffic_stays_healthy() {
         !logs.contains("\"level\":\"ERROR\"") && !logs.contains("panicked"),
         "errors were logged:\n{logs}"
     );
+}
+
+/// The `webhook_deliveries_due` gauge from `/metrics`.
+async fn due_deliveries(server: &crate::support::Server) -> Option<f64> {
+    let text = server
+        .client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find(|l| l.starts_with("webhook_deliveries_due "))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }

@@ -543,6 +543,18 @@ async fn endpoint_input_is_validated(backend: Backend) {
         .await
         .unwrap();
     Server::read(r).await.expect_error(400, "malformed_json");
+    // The fields in order as an array would fit the struct: not an object, so a 422.
+    let r = server
+        .client
+        .post(server.url(ENDPOINTS))
+        .bearer_auth(&seed.key)
+        .header("content-type", "application/json")
+        .body(format!("[\"n\", \"{ok_url}\", [\"*\"], null, null]"))
+        .send()
+        .await
+        .unwrap();
+    let r = Server::read(r).await.expect_error(422, "validation_failed");
+    assert_eq!(r.body["error"]["details"]["fields"][0]["field"], "body");
 
     let fields = |r: &Resp| -> Vec<String> {
         r.body["error"]["details"]["fields"]

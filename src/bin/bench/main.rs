@@ -1,5 +1,5 @@
-//! `bench`: the load tool. It starts a release `switchboard` server per backend (or targets a
-//! running one), seeds an organization, a sandbox channel, a contact, a key and a local webhook
+//! `bench`: the load tool. It starts a release `switchboard` server per backend on a fresh
+//! database, seeds an organization, a sandbox channel, a contact, a key and a local webhook
 //! receiver, and measures request rates, latencies, webhook delivery rates, event-to-delivery
 //! times, memory and start-up time. It prints one table and writes it as JSON.
 //!

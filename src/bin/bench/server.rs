@@ -128,6 +128,8 @@ impl Database {
             ("SWITCHBOARD_RATE_LIMIT_READS", "1000000".into()),
             ("SWITCHBOARD_RATE_LIMIT_SENDS", "1000000".into()),
             ("SWITCHBOARD_RATE_LIMIT_TESTS", "1000000".into()),
+            // 8 endpoints x 8 = the global 64 attempts in flight, the plain client's concurrency.
+            ("SWITCHBOARD_WEBHOOK_ENDPOINT_CONCURRENCY", "8".into()),
         ]
     }
 

@@ -71,34 +71,41 @@ impl IdempotencyStore for Backend {
         let locked_until = c.now.saturating_add(c.lease);
         // A record never expires while its claim holds the key.
         let expires_at = c.now.saturating_add(c.retention.max(c.lease));
+        // The common case, a new key: one statement, atomic on its own (no transaction).
+        let insert = || {
+            sqlx::query_scalar::<_, i64>(
+                "INSERT INTO idempotency_records (api_key_id, idempotency_key, method, path, fingerprint, state, owner,
+                                                  locked_until, created_at, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7, $8, $9)
+                 ON CONFLICT (api_key_id, idempotency_key) DO NOTHING
+                 RETURNING id",
+            )
+            .bind(c.api_key_id)
+            .bind(&c.key)
+            .bind(&c.method)
+            .bind(&c.path)
+            .bind(&c.fingerprint)
+            .bind(c.owner)
+            .bind(locked_until)
+            .bind(c.now)
+            .bind(expires_at)
+        };
+        let claimed = |record_id| ClaimOutcome::Claimed {
+            token: ClaimToken {
+                record_id,
+                owner: c.owner,
+            },
+            taken_over: false,
+        };
+        if let Some(record_id) = insert().fetch_optional(self.writer()).await? {
+            return Ok(claimed(record_id));
+        }
+        // The key exists (or existed a moment ago): decide under a transaction.
         let mut tx = self.begin().await?;
-        let inserted: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO idempotency_records (api_key_id, idempotency_key, method, path, fingerprint, state, owner,
-                                              locked_until, created_at, expires_at)
-             VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7, $8, $9)
-             ON CONFLICT (api_key_id, idempotency_key) DO NOTHING
-             RETURNING id",
-        )
-        .bind(c.api_key_id)
-        .bind(&c.key)
-        .bind(&c.method)
-        .bind(&c.path)
-        .bind(&c.fingerprint)
-        .bind(c.owner)
-        .bind(locked_until)
-        .bind(c.now)
-        .bind(expires_at)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let inserted: Option<i64> = insert().fetch_optional(&mut *tx).await?;
         if let Some(record_id) = inserted {
             tx.commit().await?;
-            return Ok(ClaimOutcome::Claimed {
-                token: ClaimToken {
-                    record_id,
-                    owner: c.owner,
-                },
-                taken_over: false,
-            });
+            return Ok(claimed(record_id));
         }
         // The key exists: lock its row (PostgreSQL) and decide.
         let row: RecordRow = sqlx::query_as(dialect::SELECT_IDEMPOTENCY_FOR_UPDATE)

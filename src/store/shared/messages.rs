@@ -12,8 +12,8 @@ use crate::domain::phone::Phone;
 use crate::store::{
     BatchChange, BatchEffectsFn, BatchOutcome, ConversationPolicy, EffectsFn, HistoryCursor,
     IdempotencyCompletion, InboundOutcome, InboundSender, MessageFilter, MessageRecord, MessageRef,
-    MessageStore, NewContact, NewOutbound, ProviderBatch, RecipientRef, Recorded, StatusOutcome,
-    StoreError, StoreResult,
+    MessageStore, NewConsent, NewContact, NewOutbound, ProviderBatch, RecipientRef, Recorded,
+    StatusOutcome, StoreError, StoreResult,
 };
 
 pub(super) type Conn = <Db as sqlx::Database>::Connection;
@@ -36,7 +36,7 @@ macro_rules! select_messages {
     };
 }
 
-const SELECT_CONTACTS: &str =
+pub(super) const SELECT_CONTACTS: &str =
     "SELECT id, uuid, org_id, phone, name, telegram_chat_id, created_at, updated_at FROM contacts ";
 
 macro_rules! select_conversations {
@@ -125,7 +125,7 @@ impl TryFrom<MessageRow> for MessageRecord {
 }
 
 #[derive(sqlx::FromRow)]
-struct ContactRow {
+pub(super) struct ContactRow {
     id: i64,
     uuid: Uuid,
     org_id: i64,
@@ -320,6 +320,10 @@ pub(super) async fn open_or_continue(
     channel_id: i64,
     now: Timestamp,
 ) -> StoreResult<(Conversation, bool)> {
+    // Most sends continue a conversation: look first, insert only when there is none.
+    if let Some(c) = open_conversation_of(conn, contact_id, channel_id).await? {
+        return Ok((c, false));
+    }
     let created: Option<i64> = sqlx::query_scalar(
         "INSERT INTO conversations (uuid, org_id, contact_id, channel_id, status, created_at, updated_at)
          VALUES ($1, $2, $3, $4, 'open', $5, $5)
@@ -414,6 +418,109 @@ fn predecessor_condition(next: MessageStatus) -> String {
     }
 }
 
+impl Backend {
+    /// Records an outbound message in one transaction: its contact (the organization's, or
+    /// the one with the phone, created with `contact_name` when new), its consent evidence
+    /// when given (linked to the message and to a conversation the message opens), its
+    /// conversation per the policy, the message, the completion of the idempotency claim and
+    /// the effects. Plain sends and catalog template sends both record through it.
+    pub(super) async fn write_outbound(
+        &self,
+        new: NewOutbound,
+        contact_name: Option<String>,
+        consent: Option<NewConsent>,
+        completion: Option<IdempotencyCompletion<'_, Recorded>>,
+        effects: EffectsFn<'_, Recorded>,
+    ) -> StoreResult<Recorded> {
+        let mut tx = self.begin().await?;
+        let (contact, contact_created) = match &new.recipient {
+            RecipientRef::Contact(id) => {
+                let c = fetch_contact(&mut tx, *id).await?;
+                if c.org_id != new.org_id {
+                    return Err(StoreError::NotFound);
+                }
+                (c, false)
+            }
+            RecipientRef::Phone(phone) => {
+                contact_by_phone(&mut tx, new.org_id, phone, contact_name.as_deref(), new.now)
+                    .await?
+            }
+        };
+        let consent_id = match &consent {
+            Some(c) => Some(super::templates::insert_consent(&mut tx, &new, contact.id, c).await?),
+            None => None,
+        };
+        let (conversation, conversation_created) = match new.conversation {
+            ConversationPolicy::OpenOrContinue => {
+                let (c, created) =
+                    open_or_continue(&mut tx, new.org_id, contact.id, new.channel_id, new.now)
+                        .await?;
+                match consent_id {
+                    // The consent under which the business initiated it (kept when it had one).
+                    Some(consent_id) => {
+                        sqlx::query(
+                            "UPDATE conversations SET consent_id = $1 WHERE id = $2 AND consent_id IS NULL",
+                        )
+                        .bind(consent_id)
+                        .bind(c.id)
+                        .execute(&mut *tx)
+                        .await?;
+                        (Some(fetch_conversation(&mut tx, c.id).await?), created)
+                    }
+                    None => (Some(c), created),
+                }
+            }
+            ConversationPolicy::ContinueIfOpen => (
+                open_conversation_of(&mut tx, contact.id, new.channel_id).await?,
+                false,
+            ),
+        };
+        let id = insert_message(
+            &mut tx,
+            new.uuid,
+            new.org_id,
+            new.channel_id,
+            contact.id,
+            conversation.as_ref().map(|c| c.id),
+            new.api_key_id,
+            Direction::Outbound,
+            new.message_type,
+            new.status,
+            &new.content,
+            new.provider_message_id.as_deref(),
+            new.error.as_ref(),
+            new.now,
+            new.now,
+        )
+        .await?
+        .ok_or_else(|| StoreError::UniqueViolation(Some("messages_channel_provider_id".into())))?;
+        if let Some(consent_id) = consent_id {
+            sqlx::query("UPDATE messages SET consent_id = $1 WHERE id = $2")
+                .bind(consent_id)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let recorded = Recorded {
+            message: fetch_message(&mut tx, id).await?,
+            contact,
+            contact_created,
+            conversation,
+            conversation_created,
+        };
+        if let Some(completion) = completion {
+            let response = (completion.respond)(&recorded);
+            super::idempotency::complete_tx(&mut tx, completion.token, &response).await?;
+        }
+        let written = super::write_effects_tx(&mut tx, &effects(&recorded)).await?;
+        tx.commit().await?;
+        if written {
+            self.notify_outbox().await;
+        }
+        Ok(recorded)
+    }
+}
+
 #[async_trait]
 impl MessageStore for Backend {
     async fn create_contact(
@@ -434,7 +541,7 @@ impl MessageStore for Backend {
 
     async fn find_contact(&self, org_id: i64, uuid: Uuid) -> StoreResult<Option<Contact>> {
         let row: Option<ContactRow> = sqlx::query_as(&format!(
-            "{SELECT_CONTACTS} WHERE uuid = $1 AND org_id = $2"
+            "{SELECT_CONTACTS} WHERE uuid = $1 AND org_id = $2 AND deleted_at IS NULL"
         ))
         .bind(uuid)
         .bind(org_id)
@@ -494,67 +601,8 @@ impl MessageStore for Backend {
         completion: Option<IdempotencyCompletion<'_, Recorded>>,
         effects: EffectsFn<'_, Recorded>,
     ) -> StoreResult<Recorded> {
-        let mut tx = self.begin().await?;
-        let (contact, contact_created) = match &new.recipient {
-            RecipientRef::Contact(id) => {
-                let c = fetch_contact(&mut tx, *id).await?;
-                if c.org_id != new.org_id {
-                    return Err(StoreError::NotFound);
-                }
-                (c, false)
-            }
-            RecipientRef::Phone(phone) => {
-                contact_by_phone(&mut tx, new.org_id, phone, None, new.now).await?
-            }
-        };
-        let (conversation, conversation_created) = match new.conversation {
-            ConversationPolicy::OpenOrContinue => {
-                let (c, created) =
-                    open_or_continue(&mut tx, new.org_id, contact.id, new.channel_id, new.now)
-                        .await?;
-                (Some(c), created)
-            }
-            ConversationPolicy::ContinueIfOpen => (
-                open_conversation_of(&mut tx, contact.id, new.channel_id).await?,
-                false,
-            ),
-        };
-        let id = insert_message(
-            &mut tx,
-            new.uuid,
-            new.org_id,
-            new.channel_id,
-            contact.id,
-            conversation.as_ref().map(|c| c.id),
-            new.api_key_id,
-            Direction::Outbound,
-            new.message_type,
-            new.status,
-            &new.content,
-            new.provider_message_id.as_deref(),
-            new.error.as_ref(),
-            new.now,
-            new.now,
-        )
-        .await?
-        .ok_or_else(|| StoreError::UniqueViolation(Some("messages_channel_provider_id".into())))?;
-        let recorded = Recorded {
-            message: fetch_message(&mut tx, id).await?,
-            contact,
-            contact_created,
-            conversation,
-            conversation_created,
-        };
-        if let Some(completion) = completion {
-            let response = (completion.respond)(&recorded);
-            super::idempotency::complete_tx(&mut tx, completion.token, &response).await?;
-        }
-        let written = super::write_effects_tx(&mut tx, &effects(&recorded)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
-        Ok(recorded)
+        self.write_outbound(new, None, None, completion, effects)
+            .await
     }
 
     async fn record_provider_batch(

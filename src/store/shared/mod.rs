@@ -9,6 +9,7 @@ mod channels;
 mod events;
 mod idempotency;
 mod keys;
+mod legacy;
 mod messages;
 mod org_log;
 mod orgs;

@@ -7,13 +7,22 @@ use crate::store::{Reseal, StoreError, StoreResult, SystemStore};
 
 /// Every column that holds a value sealed under the master key: (table, key column, sealed
 /// column, associated data). A new sealed column must be added here, or master-key rotation
-/// would leave it unreadable.
-const SEALED_COLUMNS: &[(&str, &str, &str, &[u8])] = &[(
-    "channels",
-    "id",
-    "provider_config",
-    crate::crypto::AAD_PROVIDER_CONFIG,
-)];
+/// would leave it unreadable. NULL and empty values hold no secret (a deleted endpoint's
+/// erased secret, a legacy webhook record, which has none) and are skipped.
+const SEALED_COLUMNS: &[(&str, &str, &str, &[u8])] = &[
+    (
+        "channels",
+        "id",
+        "provider_config",
+        crate::crypto::AAD_PROVIDER_CONFIG,
+    ),
+    (
+        "webhook_endpoints",
+        "id",
+        "signing_secret",
+        crate::crypto::AAD_SIGNING_SECRET,
+    ),
+];
 
 /// Bumps the configuration generation inside a transaction that changes keys or channels.
 pub(crate) async fn bump_config_generation(
@@ -88,7 +97,8 @@ impl SystemStore for Backend {
         let mut count = 0;
         for (table, key, column, aad) in SEALED_COLUMNS {
             let rows: Vec<(i64, Vec<u8>)> = sqlx::query_as(&format!(
-                "SELECT {key}, {column} FROM {table} WHERE {column} IS NOT NULL ORDER BY {key}"
+                "SELECT {key}, {column} FROM {table}
+                 WHERE {column} IS NOT NULL AND length({column}) > 0 ORDER BY {key}"
             ))
             .fetch_all(&mut *tx)
             .await?;

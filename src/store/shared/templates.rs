@@ -4,20 +4,16 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::Backend;
-use super::messages::{
-    Conn, contact_by_phone, fetch_contact, fetch_conversation, fetch_message, insert_message,
-    open_conversation_of, open_or_continue,
-};
+use super::messages::Conn;
 use crate::domain::Timestamp;
-use crate::domain::message::Direction;
 use crate::domain::template::{ConsentPurpose, ConsentSource, TemplateCategory, TemplateStatus};
 use crate::store::{
-    ConsentRecord, ConversationPolicy, EffectsFn, IdempotencyCompletion, NewConsent, NewOutbound,
-    NewTemplate, ProviderTemplateStatus, RecipientRef, Recorded, StoreError, StoreResult,
-    TemplateChange, TemplatePatch, TemplateRecord, TemplateStore,
+    ConsentRecord, EffectsFn, IdempotencyCompletion, NewConsent, NewOutbound, NewTemplate,
+    ProviderTemplateStatus, Recorded, StoreError, StoreResult, TemplateChange, TemplatePatch,
+    TemplateRecord, TemplateStore,
 };
 
-const SELECT_TEMPLATES: &str =
+pub(super) const SELECT_TEMPLATES: &str =
     "SELECT id, uuid, org_id, channel_id, name, language, category, status, active, components,
         body_parameters, provider_template_id, created_at, updated_at
  FROM templates ";
@@ -27,7 +23,7 @@ const SELECT_CONSENTS: &str = "SELECT id, uuid, org_id, contact_id, channel_id, 
  FROM consents ";
 
 #[derive(sqlx::FromRow)]
-struct TemplateRow {
+pub(super) struct TemplateRow {
     id: i64,
     uuid: Uuid,
     org_id: i64,
@@ -153,6 +149,34 @@ async fn write_template(conn: &mut Conn, t: &TemplateRecord) -> StoreResult<()> 
     .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+/// Stores the consent evidence of an outbound message to `contact_id` (append-only).
+pub(super) async fn insert_consent(
+    conn: &mut Conn,
+    new: &NewOutbound,
+    contact_id: i64,
+    consent: &NewConsent,
+) -> StoreResult<i64> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO consents (uuid, org_id, contact_id, channel_id, template_id, api_key_id, context,
+                               purpose, source, reference, captured_at, recorded_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
+    )
+    .bind(consent.uuid)
+    .bind(new.org_id)
+    .bind(contact_id)
+    .bind(new.channel_id)
+    .bind(consent.template_id)
+    .bind(consent.api_key_id)
+    .bind(consent.context.as_str())
+    .bind(consent.purpose.as_str())
+    .bind(consent.source.as_str())
+    .bind(&consent.reference)
+    .bind(consent.captured_at)
+    .bind(new.now)
+    .fetch_one(&mut *conn)
+    .await?)
 }
 
 #[async_trait]
@@ -336,100 +360,8 @@ impl TemplateStore for Backend {
         completion: Option<IdempotencyCompletion<'_, Recorded>>,
         effects: EffectsFn<'_, Recorded>,
     ) -> StoreResult<Recorded> {
-        let mut tx = self.begin().await?;
-        let (contact, contact_created) = match &new.recipient {
-            RecipientRef::Contact(id) => {
-                let c = fetch_contact(&mut tx, *id).await?;
-                if c.org_id != new.org_id {
-                    return Err(StoreError::NotFound);
-                }
-                (c, false)
-            }
-            RecipientRef::Phone(phone) => {
-                contact_by_phone(&mut tx, new.org_id, phone, contact_name.as_deref(), new.now)
-                    .await?
-            }
-        };
-        let consent_id: i64 = sqlx::query_scalar(
-            "INSERT INTO consents (uuid, org_id, contact_id, channel_id, template_id, api_key_id, context,
-                                   purpose, source, reference, captured_at, recorded_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
-        )
-        .bind(consent.uuid)
-        .bind(new.org_id)
-        .bind(contact.id)
-        .bind(new.channel_id)
-        .bind(consent.template_id)
-        .bind(consent.api_key_id)
-        .bind(consent.context.as_str())
-        .bind(consent.purpose.as_str())
-        .bind(consent.source.as_str())
-        .bind(&consent.reference)
-        .bind(consent.captured_at)
-        .bind(new.now)
-        .fetch_one(&mut *tx)
-        .await?;
-        let (conversation, conversation_created) = match new.conversation {
-            ConversationPolicy::OpenOrContinue => {
-                let (c, created) =
-                    open_or_continue(&mut tx, new.org_id, contact.id, new.channel_id, new.now)
-                        .await?;
-                // The consent under which the business initiated it (kept when it had one).
-                sqlx::query(
-                    "UPDATE conversations SET consent_id = $1 WHERE id = $2 AND consent_id IS NULL",
-                )
-                .bind(consent_id)
-                .bind(c.id)
-                .execute(&mut *tx)
-                .await?;
-                (Some(fetch_conversation(&mut tx, c.id).await?), created)
-            }
-            ConversationPolicy::ContinueIfOpen => (
-                open_conversation_of(&mut tx, contact.id, new.channel_id).await?,
-                false,
-            ),
-        };
-        let id = insert_message(
-            &mut tx,
-            new.uuid,
-            new.org_id,
-            new.channel_id,
-            contact.id,
-            conversation.as_ref().map(|c| c.id),
-            new.api_key_id,
-            Direction::Outbound,
-            new.message_type,
-            new.status,
-            &new.content,
-            new.provider_message_id.as_deref(),
-            new.error.as_ref(),
-            new.now,
-            new.now,
-        )
-        .await?
-        .ok_or_else(|| StoreError::UniqueViolation(Some("messages_channel_provider_id".into())))?;
-        sqlx::query("UPDATE messages SET consent_id = $1 WHERE id = $2")
-            .bind(consent_id)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        let recorded = Recorded {
-            message: fetch_message(&mut tx, id).await?,
-            contact,
-            contact_created,
-            conversation,
-            conversation_created,
-        };
-        if let Some(completion) = completion {
-            let response = (completion.respond)(&recorded);
-            super::idempotency::complete_tx(&mut tx, completion.token, &response).await?;
-        }
-        let written = super::write_effects_tx(&mut tx, &effects(&recorded)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
-        Ok(recorded)
+        self.write_outbound(new, contact_name, Some(consent), completion, effects)
+            .await
     }
 
     async fn find_consent(&self, org_id: i64, uuid: Uuid) -> StoreResult<Option<ConsentRecord>> {

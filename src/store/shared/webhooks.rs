@@ -45,7 +45,7 @@ impl FanOut {
         if let std::collections::hash_map::Entry::Vacant(slot) = self.targets.entry(org_id) {
             let rows: Vec<(i64, Uuid, String, Json<Vec<String>>)> = sqlx::query_as(
                 "SELECT id, uuid, url, events FROM webhook_endpoints
-                 WHERE org_id = $1 AND status = 'active' AND deleted_at IS NULL ORDER BY id",
+                 WHERE org_id = $1 AND status = 'active' AND deleted_at IS NULL ORDER BY legacy, id",
             )
             .bind(org_id)
             .fetch_all(&mut *conn)
@@ -130,7 +130,9 @@ async fn insert_delivery(
 }
 
 /// Inserts an outbox event and one delivery per active endpoint of its organization whose
-/// subscriptions match, one per distinct URL. `integration.test` events are delivered only by
+/// subscriptions match, one per distinct URL (unified dispatch, specification 6.2.2): modern
+/// endpoints come before legacy records, so a URL that both hold gets the modern (signed)
+/// delivery, and several records with one URL get one delivery. `integration.test` events are delivered only by
 /// the test operation; a `webhook.*` event about an endpoint never goes to that endpoint.
 pub(crate) async fn insert_event(
     conn: &mut Conn,
@@ -182,7 +184,7 @@ macro_rules! select_endpoints {
     ($rest:literal) => {
         concat!(
             "SELECT id, uuid, org_id, name, url, events, headers, signing_secret, status, disabled_reason,
-                    disabled_at, consecutive_failures, created_at, updated_at
+                    disabled_at, consecutive_failures, created_at, updated_at, legacy
              FROM webhook_endpoints ",
             $rest
         )
@@ -205,6 +207,7 @@ struct EndpointRow {
     consecutive_failures: i64,
     created_at: Timestamp,
     updated_at: Timestamp,
+    legacy: bool,
 }
 
 fn endpoint_status(s: &str) -> StoreResult<EndpointStatus> {
@@ -230,6 +233,7 @@ impl TryFrom<EndpointRow> for EndpointRecord {
             consecutive_failures: r.consecutive_failures,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            legacy: r.legacy,
         })
     }
 }
@@ -421,6 +425,7 @@ struct ClaimRow {
     ep_secret: Option<Vec<u8>>,
     ep_status: Option<String>,
     ep_deleted_at: Option<Timestamp>,
+    ep_legacy: Option<bool>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -444,6 +449,112 @@ struct HealthRow {
     status: String,
     deleted_at: Option<Timestamp>,
     consecutive_failures: i64,
+}
+
+/// Splits the outcomes still leased (`order`) into plain successes (a 2xx whose endpoint's
+/// failure count is zero, or which has no endpoint) and the rest, keeping the order of the
+/// rest. The failure counts are read without a lock: a failure committed after this read
+/// serializes after this batch, so leaving its count alone is correct.
+async fn split_plain_successes(
+    conn: &mut Conn,
+    outcomes: &[AttemptOutcome],
+    leased: &HashMap<i64, LeasedRow>,
+    order: Vec<usize>,
+) -> StoreResult<(Vec<usize>, Vec<usize>)> {
+    let successes = |i: &usize| matches!(outcomes[*i].disposition, Disposition::Delivered);
+    let mut endpoint_ids: Vec<i64> = order
+        .iter()
+        .filter(|i| successes(i))
+        .filter_map(|&i| leased[&outcomes[i].delivery_id].endpoint_id)
+        .collect();
+    endpoint_ids.sort_unstable();
+    endpoint_ids.dedup();
+    let failing: HashSet<i64> = if endpoint_ids.is_empty() {
+        HashSet::new()
+    } else {
+        let mut qb = QueryBuilder::<Db>::new(
+            "SELECT id FROM webhook_endpoints WHERE consecutive_failures <> 0 AND id",
+        );
+        push_in_list(&mut qb, &endpoint_ids);
+        qb.build_query_scalar::<i64>()
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .collect()
+    };
+    Ok(order.into_iter().partition(|i| {
+        successes(i)
+            && leased[&outcomes[*i].delivery_id]
+                .endpoint_id
+                .is_none_or(|e| !failing.contains(&e))
+    }))
+}
+
+/// Rows per statement when recording successes together (well under both backends' limits
+/// on bound parameters).
+const SUCCESS_CHUNK: usize = 64;
+
+/// Records plain successes (`which`, indexes into `outcomes`) with one `UPDATE ... FROM
+/// (VALUES ...)` and one multi-row attempt insert per chunk, each delivery only while its
+/// claim still holds it. Returns the indexes recorded.
+async fn record_successes(
+    conn: &mut Conn,
+    outcomes: &[AttemptOutcome],
+    which: &[usize],
+) -> StoreResult<Vec<usize>> {
+    let mut recorded = Vec::with_capacity(which.len());
+    for chunk in which.chunks(SUCCESS_CHUNK) {
+        let mut qb = QueryBuilder::<Db>::new(
+            "UPDATE webhook_deliveries SET status = 'delivered', due_at = NULL, next_attempt_at = NULL,
+                    lease_token = NULL, response_status = v.column3, error_code = NULL, error_message = NULL,
+                    delivered_at = v.column4, updated_at = v.column4
+             FROM (",
+        );
+        qb.push_values(chunk, |mut row, &i| {
+            let o = &outcomes[i];
+            row.push_bind(o.delivery_id)
+                .push_bind(o.token)
+                .push_bind(o.attempt.response_status)
+                .push_bind(o.now);
+        });
+        qb.push(
+            ") AS v WHERE webhook_deliveries.id = v.column1 AND webhook_deliveries.lease_token = v.column2
+             RETURNING webhook_deliveries.id",
+        );
+        let done: HashSet<i64> = qb
+            .build_query_scalar::<i64>()
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .collect();
+        let kept: Vec<usize> = chunk
+            .iter()
+            .copied()
+            .filter(|&i| done.contains(&outcomes[i].delivery_id))
+            .collect();
+        if kept.is_empty() {
+            continue;
+        }
+        let mut qb = QueryBuilder::<Db>::new(
+            "INSERT INTO webhook_attempts (delivery_id, number, url, started_at, duration_ms, response_status,
+                                           error_code, error_message, response_body_excerpt) ",
+        );
+        qb.push_values(&kept, |mut row, &i| {
+            let (id, a) = (outcomes[i].delivery_id, &outcomes[i].attempt);
+            row.push_bind(id)
+                .push_bind(a.number)
+                .push_bind(a.url.clone())
+                .push_bind(a.started_at)
+                .push_bind(a.duration_ms)
+                .push_bind(a.response_status)
+                .push_bind(a.error_code.clone())
+                .push_bind(a.error_message.clone())
+                .push_bind(a.response_body_excerpt.clone());
+        });
+        qb.build().execute(&mut *conn).await?;
+        recorded.extend(kept);
+    }
+    Ok(recorded)
 }
 
 /// Records one outcome inside a batch (its delivery is still leased by the outcome's claim and
@@ -627,8 +738,9 @@ impl WebhookStore for Backend {
         let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO webhook_endpoints (uuid, org_id, name, url, events, headers, signing_secret, status,
-                                            disabled_reason, disabled_at, consecutive_failures, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12)",
+                                            disabled_reason, disabled_at, consecutive_failures, created_at, updated_at,
+                                            legacy)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13)",
         )
         .bind(new.uuid)
         .bind(new.org_id)
@@ -642,6 +754,7 @@ impl WebhookStore for Backend {
         .bind((new.status == EndpointStatus::Disabled).then_some(new.now))
         .bind(new.now)
         .bind(new.now)
+        .bind(new.legacy)
         .execute(&mut *tx)
         .await?;
         let record = fetch_endpoint(&mut tx, new.org_id, new.uuid).await?;
@@ -656,12 +769,14 @@ impl WebhookStore for Backend {
     async fn list_endpoints(
         &self,
         org_id: i64,
+        legacy: bool,
         before: Option<(Timestamp, i64)>,
         limit: i64,
     ) -> StoreResult<Vec<EndpointRecord>> {
         let mut qb =
             QueryBuilder::<Db>::new(select_endpoints!("WHERE deleted_at IS NULL AND org_id = "));
         qb.push_bind(org_id);
+        qb.push(" AND legacy = ").push_bind(legacy);
         if let Some((t, id)) = before {
             qb.push(" AND (created_at < ")
                 .push_bind(t)
@@ -1075,7 +1190,8 @@ impl WebhookStore for Backend {
             "SELECT d.id, d.uuid, d.org_id, d.attempts, ev.uuid AS event_uuid, ev.org_id AS event_org_id,
                     ev.name AS event_name, ev.data AS event_data, ev.channel AS event_channel, ev.occurred_at,
                     ep.id AS ep_id, ep.uuid AS ep_uuid, ep.url AS ep_url, ep.headers AS ep_headers,
-                    ep.signing_secret AS ep_secret, ep.status AS ep_status, ep.deleted_at AS ep_deleted_at
+                    ep.signing_secret AS ep_secret, ep.status AS ep_status, ep.deleted_at AS ep_deleted_at,
+                    ep.legacy AS ep_legacy
              FROM webhook_deliveries d
              JOIN events ev ON ev.id = d.event_id
              LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
@@ -1097,6 +1213,7 @@ impl WebhookStore for Backend {
                         sealed_secret: r.ep_secret.unwrap_or_default(),
                         status: endpoint_status(&status)?,
                         deleted: r.ep_deleted_at.is_some(),
+                        legacy: r.ep_legacy.unwrap_or(false),
                     }),
                     _ => None,
                 };
@@ -1156,6 +1273,9 @@ impl WebhookStore for Backend {
             let d = &leased[&outcomes[i].delivery_id];
             (d.endpoint_id.unwrap_or(0), d.id)
         });
+        // Successes whose endpoint has no failure count to reset change nothing but their
+        // delivery and its attempt log: they are recorded together, in a few statements.
+        let (fast, order) = split_plain_successes(&mut tx, &outcomes, &leased, order).await?;
         let mut endpoints: HashMap<i64, Option<HealthRow>> = HashMap::new();
         let mut written = false;
         for i in order {
@@ -1183,6 +1303,12 @@ impl WebhookStore for Backend {
             let (recorded, effects) = record_one(&mut tx, o, d, endpoint).await?;
             written |= super::write_effects_tx(&mut tx, &effects).await?;
             results[i] = recorded;
+        }
+        for i in record_successes(&mut tx, &outcomes, &fast).await? {
+            results[i] = Recorded::Done {
+                status: DeliveryStatus::Delivered,
+                endpoint_disabled: false,
+            };
         }
         tx.commit().await?;
         if written {

@@ -1,0 +1,353 @@
+//! Legacy contacts: `GET/POST /api/contacts`, `GET/PUT/DELETE /api/contacts/{uuid}`
+//! (`contacts:read` / `contacts:write`).
+//!
+//! Phones are normalized to E.164 (`domain::phone`) on write and before matching. A phone
+//! another live contact of the organization has is a 422 `validation_failed` on `phone`.
+//! Deletion is soft: the contact row stays (messages keep their `contact_uuid`) without its
+//! phone, name and Telegram chat; it leaves its groups, lookups no longer find it, sends to its
+//! UUID are refused, and a new contact (or a send by phone) can take the phone again.
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::domain::ValidationErrors;
+use crate::domain::contact::{Contact, validate_contact_name};
+use crate::domain::event::{Effects, NewEvent};
+use crate::domain::phone::Phone;
+use crate::domain::scope::Scope;
+use crate::ops::messages::ContactOut;
+use crate::store::legacy::{ContactPatch, ContactQuery};
+use crate::store::{NewContact, StoreError};
+
+use super::super::auth::Principal;
+use super::super::error::{ApiError, ApiResult, ErrorBody};
+use super::super::json::JsonBody;
+use super::super::list_query::ListQuery;
+use super::super::pagination::Page;
+use super::super::query::QueryParams;
+use super::super::state::AppState;
+use super::{cursor, page_query, path_uuid};
+
+pub const DUPLICATE_PHONE: &str = "already used by another contact";
+
+/// Create a contact.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct CreateContactRequest {
+    /// The phone: E.164 or an international form (`00...`, spaces, dashes); stored as E.164.
+    #[schema(example = "+4915123456789")]
+    pub phone: Option<String>,
+    /// 1 to 200 characters.
+    pub name: Option<String>,
+}
+
+/// Change a contact: any subset of `phone` and `name` (`name: null` clears it).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct UpdateContactRequest {
+    pub phone: Option<String>,
+    #[schema(value_type = Option<String>)]
+    #[serde(default, deserialize_with = "present")]
+    pub name: Option<Value>,
+}
+
+/// Distinguishes `"name": null` (present, `Some(Null)`) from an absent field (`None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+fn parse_phone(errors: &mut ValidationErrors, raw: &str) -> Option<Phone> {
+    Phone::parse(raw)
+        .map_err(|e| errors.add("phone", e.to_string()))
+        .ok()
+}
+
+fn contact_event(name: &str, c: &Contact, now: crate::domain::Timestamp) -> NewEvent {
+    NewEvent::new(
+        c.org_id,
+        name,
+        json!({ "contact_uuid": c.uuid, "contact": ContactOut::from(c) }),
+        None,
+        now,
+    )
+}
+
+fn duplicate_phone() -> ApiError {
+    ApiError::validation_field("phone", DUPLICATE_PHONE)
+}
+
+/// Query parameters of the contact list (for the OpenAPI document).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct ContactsParams {
+    /// Page size, 1 to 200 (default 50).
+    limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    cursor: Option<String>,
+    /// Only the contact with this phone (normalized to E.164 before matching).
+    phone: Option<String>,
+    /// Only contacts whose name contains this text (case-insensitive).
+    name: Option<String>,
+}
+
+/// List contacts, newest first; search by phone or name.
+#[utoipa::path(
+    get,
+    path = "/api/contacts",
+    tag = "legacy",
+    params(ContactsParams),
+    security(("bearer" = ["contacts:read"])),
+    responses(
+        (status = 200, description = "A page of contacts, newest first.", body = Page<ContactOut>),
+        (status = 400, description = "invalid_request: an unknown parameter, a bad limit, cursor or phone.", body = ErrorBody),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+    )
+)]
+pub async fn list_contacts(
+    State(state): State<AppState>,
+    principal: Principal,
+    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+) -> ApiResult<Json<Page<ContactOut>>> {
+    principal.require(Scope::ContactsRead)?;
+    let q = ListQuery::parse(pairs, &["limit", "cursor", "phone", "name"])?;
+    let page = q.page()?;
+    let phone = q.parsed("phone", |p| Phone::parse(p).map_err(|e| e.to_string()))?;
+    let name = match q.get("name") {
+        Some(n) if n.trim().is_empty() || n.chars().count() > 200 || n.contains('\0') => {
+            return Err(ApiError::invalid_request(
+                "name",
+                "name must be 1 to 200 characters.",
+            ));
+        }
+        Some(n) => Some(n.trim().to_lowercase()),
+        None => None,
+    };
+    let rows = state
+        .store
+        .list_contacts(
+            principal.org_id,
+            &ContactQuery {
+                phone,
+                name_contains: name,
+            },
+            page_query(&page),
+        )
+        .await?;
+    let page = Page::from_rows(rows, &page, |c| cursor(c.created_at, c.id));
+    Ok(Json(page.map(|c| ContactOut::from(&c))))
+}
+
+/// Create a contact (emits `contact.created`).
+#[utoipa::path(
+    post,
+    path = "/api/contacts",
+    tag = "legacy",
+    request_body = CreateContactRequest,
+    security(("bearer" = ["contacts:write"])),
+    responses(
+        (status = 201, description = "Created.", body = ContactOut),
+        (status = 400, description = "malformed_json.", body = ErrorBody),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+        (status = 422, description = "validation_failed: phone missing or invalid, or already used by another contact (`already used by another contact`); name invalid.", body = ErrorBody),
+    )
+)]
+pub async fn create_contact(
+    State(state): State<AppState>,
+    principal: Principal,
+    JsonBody(body): JsonBody<CreateContactRequest>,
+) -> ApiResult<(StatusCode, Json<ContactOut>)> {
+    principal.require(Scope::ContactsWrite)?;
+    let mut errors = ValidationErrors::new();
+    let phone = match body.phone.as_deref() {
+        Some(p) => parse_phone(&mut errors, p),
+        None => {
+            errors.add("phone", "is required, e.g. +4915123456789");
+            None
+        }
+    };
+    let name = body.name.as_deref().and_then(|n| {
+        validate_contact_name(n)
+            .map_err(|e| errors.add("name", e))
+            .ok()
+    });
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let now = state.clock.now();
+    let contact = state
+        .store
+        .create_contact(
+            NewContact {
+                org_id: principal.org_id,
+                uuid: Uuid::now_v7(),
+                phone,
+                name,
+                telegram_chat_id: None,
+                now,
+            },
+            Box::new(move |c| Effects::none().event(contact_event("contact.created", c, now))),
+        )
+        .await
+        .map_err(|e| match e {
+            StoreError::UniqueViolation(_) => duplicate_phone(),
+            other => other.into(),
+        })?;
+    Ok((StatusCode::CREATED, Json(ContactOut::from(&contact))))
+}
+
+/// One contact.
+#[utoipa::path(
+    get,
+    path = "/api/contacts/{uuid}",
+    tag = "legacy",
+    params(("uuid" = String, Path, description = "The contact's UUID.")),
+    security(("bearer" = ["contacts:read"])),
+    responses(
+        (status = 200, description = "The contact.", body = ContactOut),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+        (status = 404, description = "not_found (also a deleted contact or another organization's).", body = ErrorBody),
+    )
+)]
+pub async fn get_contact(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(uuid): Path<String>,
+) -> ApiResult<Json<ContactOut>> {
+    principal.require(Scope::ContactsRead)?;
+    let uuid = path_uuid(&uuid, "The contact")?;
+    let contact = state
+        .store
+        .find_contact(principal.org_id, uuid)
+        .await?
+        .ok_or_else(|| ApiError::not_found("The contact"))?;
+    Ok(Json(ContactOut::from(&contact)))
+}
+
+/// Change a contact's phone or name (emits `contact.updated`).
+#[utoipa::path(
+    put,
+    path = "/api/contacts/{uuid}",
+    tag = "legacy",
+    params(("uuid" = String, Path, description = "The contact's UUID.")),
+    request_body = UpdateContactRequest,
+    security(("bearer" = ["contacts:write"])),
+    responses(
+        (status = 200, description = "The contact after the change.", body = ContactOut),
+        (status = 400, description = "malformed_json.", body = ErrorBody),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+        (status = 404, description = "not_found.", body = ErrorBody),
+        (status = 422, description = "validation_failed: phone invalid or already used by another contact; name invalid.", body = ErrorBody),
+    )
+)]
+pub async fn update_contact(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(uuid): Path<String>,
+    JsonBody(body): JsonBody<UpdateContactRequest>,
+) -> ApiResult<Json<ContactOut>> {
+    principal.require(Scope::ContactsWrite)?;
+    let uuid = path_uuid(&uuid, "The contact")?;
+    let mut errors = ValidationErrors::new();
+    let phone = body
+        .phone
+        .as_deref()
+        .and_then(|p| parse_phone(&mut errors, p));
+    let name = match &body.name {
+        None => None,
+        Some(Value::Null) => Some(None),
+        Some(Value::String(n)) => validate_contact_name(n)
+            .map_err(|e| errors.add("name", e))
+            .ok()
+            .map(Some),
+        Some(_) => {
+            errors.add("name", "must be a string or null");
+            None
+        }
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let now = state.clock.now();
+    let change = state
+        .store
+        .update_contact(
+            principal.org_id,
+            uuid,
+            ContactPatch { phone, name },
+            now,
+            Box::new(move |c| {
+                Effects::none().event(contact_event("contact.updated", &c.after, now))
+            }),
+        )
+        .await
+        .map_err(|e| match e {
+            StoreError::UniqueViolation(_) => duplicate_phone(),
+            StoreError::NotFound => ApiError::not_found("The contact"),
+            other => other.into(),
+        })?;
+    Ok(Json(ContactOut::from(&change.after)))
+}
+
+/// Delete a contact (soft; emits `contact.deleted`).
+#[utoipa::path(
+    delete,
+    path = "/api/contacts/{uuid}",
+    tag = "legacy",
+    params(("uuid" = String, Path, description = "The contact's UUID.")),
+    security(("bearer" = ["contacts:write"])),
+    responses(
+        (status = 204, description = "Deleted: its messages keep their contact_uuid; the phone is free again."),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+        (status = 404, description = "not_found.", body = ErrorBody),
+    )
+)]
+pub async fn delete_contact(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(uuid): Path<String>,
+) -> ApiResult<StatusCode> {
+    principal.require(Scope::ContactsWrite)?;
+    let uuid = path_uuid(&uuid, "The contact")?;
+    let now = state.clock.now();
+    state
+        .store
+        .delete_contact(
+            principal.org_id,
+            uuid,
+            now,
+            Box::new(move |c| Effects::none().event(contact_event("contact.deleted", c, now))),
+        )
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => ApiError::not_found("The contact"),
+            other => other.into(),
+        })?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/contacts", get(list_contacts).post(create_contact))
+        .route(
+            "/api/contacts/{uuid}",
+            get(get_contact).put(update_contact).delete(delete_contact),
+        )
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    paths(
+        list_contacts,
+        create_contact,
+        get_contact,
+        update_contact,
+        delete_contact
+    ),
+    components(schemas(CreateContactRequest, UpdateContactRequest, ContactOut))
+)]
+pub struct ContactsApi;

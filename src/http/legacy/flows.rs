@@ -1,0 +1,291 @@
+//! Legacy flows: `GET /api/flows` (`flow:read`) and `POST /api/flows/{id}/trigger`
+//! (`flow:write`). A flow is a named action on a channel of the organization (a text, or a
+//! catalog template with parameters), created with `switchboard admin flow create`. Triggering
+//! it sends to one contact through the shared send code (`ops::messages::send`: channel rules,
+//! provider, service window, events), in the `sends` rate-limit class, honouring an
+//! `Idempotency-Key` header when present; the answer is the send response (201).
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::domain::Timestamp;
+use crate::domain::ValidationErrors;
+use crate::domain::message::{Content, TextInput, validate_template, validate_text};
+use crate::domain::scope::Scope;
+use crate::domain::template::TemplateStatus;
+use crate::ops::messages::{SendError, SendInput, SendResponse};
+use crate::store::legacy::FlowRecord;
+use crate::store::{ClaimToken, StoreError};
+
+use super::super::auth::Principal;
+use super::super::error::{ApiError, ApiResult, ErrorBody};
+use super::super::idempotency;
+use super::super::json::parse;
+use super::super::list_query::ListQuery;
+use super::super::messages::{addressing, run_plain_send, send_error};
+use super::super::pagination::Page;
+use super::super::query::QueryParams;
+use super::super::state::AppState;
+use super::groups::PageParams;
+use super::{cursor, page_query, path_uuid};
+
+/// The route template of a trigger (the `sends` rate-limit class).
+pub const TRIGGER_ROUTE: &str = "/api/flows/{id}/trigger";
+
+/// A flow.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FlowOut {
+    /// The flow's id (a UUID).
+    pub uuid: Uuid,
+    pub name: String,
+    pub channel_id: i64,
+    /// `{"type": "text", "text"}` or `{"type": "template", "template_uuid", "language",
+    /// "params"}` (`params`: WhatsApp template components).
+    #[schema(value_type = Object)]
+    pub action: Value,
+    pub active: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl From<&FlowRecord> for FlowOut {
+    fn from(f: &FlowRecord) -> Self {
+        FlowOut {
+            uuid: f.uuid,
+            name: f.name.clone(),
+            channel_id: f.channel_id,
+            action: f.action.clone(),
+            active: f.active,
+            created_at: f.created_at,
+            updated_at: f.updated_at,
+        }
+    }
+}
+
+/// Trigger a flow for one contact: `contact_uuid` or `phone` (a contact is created for a new
+/// phone, as on every send).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct TriggerRequest {
+    pub contact_uuid: Option<String>,
+    pub phone: Option<String>,
+}
+
+/// List flows, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/flows",
+    tag = "legacy",
+    params(PageParams),
+    security(("bearer" = ["flow:read"])),
+    responses(
+        (status = 200, description = "A page of flows, newest first.", body = Page<FlowOut>),
+        (status = 400, description = "invalid_request.", body = ErrorBody),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+    )
+)]
+pub async fn list_flows(
+    State(state): State<AppState>,
+    principal: Principal,
+    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+) -> ApiResult<Json<Page<FlowOut>>> {
+    principal.require(Scope::FlowRead)?;
+    let page = ListQuery::parse(pairs, &["limit", "cursor"])?.page()?;
+    let rows = state
+        .store
+        .list_flows(principal.org_id, page_query(&page))
+        .await?;
+    let page = Page::from_rows(rows, &page, |f| cursor(f.created_at, f.id));
+    Ok(Json(page.map(|f| FlowOut::from(&f))))
+}
+
+/// Trigger a flow: send its action to one contact.
+#[utoipa::path(
+    post,
+    path = "/api/flows/{id}/trigger",
+    tag = "legacy",
+    params(
+        ("id" = String, Path, description = "The flow's UUID."),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional. 1 to 120 visible ASCII characters; retries with the same key and body replay the first response."),
+    ),
+    request_body = TriggerRequest,
+    security(("bearer" = ["flow:write"])),
+    responses(
+        (status = 201, description = "Sent: the send response.", body = SendResponse),
+        (status = 400, description = "malformed_json, idempotency_key_invalid.", body = ErrorBody),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+        (status = 404, description = "not_found: no such flow in this organization.", body = ErrorBody),
+        (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
+        (status = 422, description = "validation_failed (contact_uuid or phone: missing, both, malformed, unknown contact; id: the flow is inactive), invalid_channel, invalid_template (the flow's catalog template is gone, inactive or not approved), conversation_required, outside_service_window, provider_rejected.", body = ErrorBody),
+        (status = 503, description = "provider_unavailable: nothing was sent.", body = ErrorBody),
+    )
+)]
+pub async fn trigger_flow(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    super::super::json::RawJson(body): super::super::json::RawJson,
+) -> Response {
+    if let Err(e) = principal.require(Scope::FlowWrite) {
+        return e.into_response();
+    }
+    let uuid = match path_uuid(&id, "The flow") {
+        Ok(u) => u,
+        Err(e) => return e.into_response(),
+    };
+    let key = match idempotency::read_key(&headers, false) {
+        Ok(k) => k,
+        Err(e) => return e.into_response(),
+    };
+    let path = format!("/api/flows/{uuid}/trigger");
+    let frame_state = state.clone();
+    let frame_principal = principal.clone();
+    let body_for_work = body.clone();
+    idempotency::run(
+        &frame_state,
+        &frame_principal,
+        key,
+        &Method::POST,
+        &path,
+        &body,
+        move |token| perform(state, principal, uuid, body_for_work, token),
+    )
+    .await
+}
+
+/// The content a flow sends.
+async fn flow_content(state: &AppState, org_id: i64, flow: &FlowRecord) -> ApiResult<Content> {
+    let action = &flow.action;
+    match action.get("type").and_then(Value::as_str) {
+        Some("text") => validate_text(&TextInput {
+            message: action.get("text").and_then(Value::as_str),
+            kind: None,
+            interactive: None,
+            preview_url: None,
+        })
+        .map_err(ApiError::validation),
+        Some("template") => {
+            let bad = |reason: &str, message: &str| {
+                ApiError::unprocessable("invalid_template", message.to_owned())
+                    .with_details(json!({ "reason": reason, "flow_uuid": flow.uuid }))
+            };
+            let uuid = action
+                .get("template_uuid")
+                .and_then(Value::as_str)
+                .and_then(|s| Uuid::parse_str(s).ok())
+                .ok_or_else(|| bad("not_found", "The flow's template is not valid."))?;
+            let t = state
+                .store
+                .find_template(org_id, uuid)
+                .await?
+                .ok_or_else(|| bad("not_found", "The flow's catalog template no longer exists."))?;
+            if t.channel_id != flow.channel_id {
+                return Err(bad(
+                    "wrong_channel",
+                    "The flow's template belongs to another channel.",
+                ));
+            }
+            if !t.active {
+                return Err(bad("inactive", "The flow's catalog template is inactive."));
+            }
+            if t.status != TemplateStatus::Approved {
+                return Err(bad(
+                    "not_approved",
+                    "The flow's catalog template is not approved.",
+                ));
+            }
+            let language = action
+                .get("language")
+                .and_then(Value::as_str)
+                .unwrap_or(&t.language);
+            let params = action.get("params").cloned().unwrap_or(json!([]));
+            validate_template(Some(&json!({
+                "name": t.name,
+                "language": language,
+                "components": params,
+            })))
+            .map_err(ApiError::validation)
+        }
+        _ => Err(ApiError::internal("a flow with an unknown action type")),
+    }
+}
+
+async fn perform(
+    state: AppState,
+    principal: Principal,
+    uuid: Uuid,
+    body: Bytes,
+    token: Option<ClaimToken>,
+) -> Response {
+    let request: TriggerRequest = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let mut errors = ValidationErrors::new();
+    let addr = addressing(
+        &mut errors,
+        None,
+        None,
+        request.contact_uuid.as_deref(),
+        request.phone.as_deref(),
+    );
+    match (&request.contact_uuid, &request.phone) {
+        (None, None) => errors.add("contact_uuid", "give contact_uuid or phone"),
+        (Some(_), Some(_)) => errors.add("phone", "give contact_uuid or phone, not both"),
+        _ => {}
+    }
+    if !errors.is_empty() {
+        return ApiError::validation(errors).into_response();
+    }
+    let flow = match state.store.find_flow(principal.org_id, uuid).await {
+        Ok(Some(f)) => f,
+        Ok(None) => return ApiError::not_found("The flow").into_response(),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    if !flow.active {
+        return ApiError::validation_field("id", "names an inactive flow").into_response();
+    }
+    let content = match flow_content(&state, principal.org_id, &flow).await {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
+    let input = SendInput {
+        org_id: principal.org_id,
+        api_key_id: Some(principal.key_id),
+        key_default_channel: None,
+        channel_id: Some(flow.channel_id),
+        channel_slug: None,
+        contact_uuid: addr.contact_uuid,
+        phone: addr.phone,
+        content,
+    };
+    run_plain_send(&state, input, token, |e| match e {
+        SendError::Store(StoreError::NotFound) => {
+            ApiError::validation_field("contact_uuid", "names no contact of this organization")
+                .into_response()
+        }
+        e => send_error(e).into_response(),
+    })
+    .await
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/flows", get(list_flows))
+        .route(TRIGGER_ROUTE, post(trigger_flow))
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    paths(list_flows, trigger_flow),
+    components(schemas(FlowOut, TriggerRequest))
+)]
+pub struct FlowsApi;

@@ -1,0 +1,503 @@
+//! Legacy contact groups: `GET/POST /api/groups`, `GET/PUT/DELETE /api/groups/{id}`,
+//! `GET/POST/DELETE /api/groups/{id}/contacts` (`groups:read` / `groups:write`). A group is
+//! addressed by its UUID. Membership changes are `group.updated` events.
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::domain::event::{Effects, NewEvent};
+use crate::domain::scope::Scope;
+use crate::domain::{FieldError, Timestamp, ValidationErrors};
+use crate::ops::messages::ContactOut;
+use crate::store::StoreError;
+use crate::store::legacy::{GroupRecord, MembershipOutcome, PageQuery};
+
+use super::super::auth::Principal;
+use super::super::error::{ApiError, ApiResult, ErrorBody};
+use super::super::json::JsonBody;
+use super::super::list_query::ListQuery;
+use super::super::pagination::Page;
+use super::super::query::QueryParams;
+use super::super::state::AppState;
+use super::{cursor, page_query, path_uuid};
+
+/// The most members `GET /api/groups/{id}` shows (newest membership first); page through the
+/// rest with `GET /api/groups/{id}/contacts`.
+pub const MEMBER_PREVIEW: i64 = 100;
+/// The most contacts one membership change names.
+pub const MAX_CONTACTS_PER_CHANGE: usize = 1000;
+
+/// A contact group.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct GroupOut {
+    pub uuid: Uuid,
+    pub name: String,
+    pub member_count: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl From<&GroupRecord> for GroupOut {
+    fn from(g: &GroupRecord) -> Self {
+        GroupOut {
+            uuid: g.uuid,
+            name: g.name.clone(),
+            member_count: g.member_count,
+            created_at: g.created_at,
+            updated_at: g.updated_at,
+        }
+    }
+}
+
+/// A group with its first members.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct GroupDetailOut {
+    #[serde(flatten)]
+    pub group: GroupOut,
+    /// Up to 100 members, newest membership first.
+    pub members: Vec<ContactOut>,
+    /// `true` when the group has more members than `members` shows (page through them with
+    /// `GET /api/groups/{id}/contacts`).
+    pub members_has_more: bool,
+}
+
+/// Create or rename a group.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct GroupRequest {
+    /// 1 to 200 characters.
+    pub name: Option<String>,
+}
+
+/// Add or remove members.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct MembersRequest {
+    /// 1 to 1000 contact UUIDs of this organization.
+    pub contact_uuids: Option<Vec<String>>,
+}
+
+fn group_name(name: Option<&str>) -> ApiResult<String> {
+    let Some(n) = name else {
+        return Err(ApiError::validation_field("name", "is required"));
+    };
+    let t = n.trim();
+    if t.is_empty() || t.chars().count() > 200 || t.chars().any(char::is_control) {
+        return Err(ApiError::validation_field(
+            "name",
+            "must be 1 to 200 characters without control characters",
+        ));
+    }
+    Ok(t.to_owned())
+}
+
+fn group_event(g: &GroupRecord, name: &str, extra: Value, now: Timestamp) -> NewEvent {
+    let mut data = json!({ "group_uuid": g.uuid, "group": GroupOut::from(g) });
+    if let (Some(d), Value::Object(extra)) = (data.as_object_mut(), extra) {
+        d.extend(extra);
+    }
+    NewEvent::new(g.org_id, name, data, None, now)
+}
+
+fn group_not_found(e: StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound => ApiError::not_found("The group"),
+        other => other.into(),
+    }
+}
+
+/// Query parameters of pages (for the OpenAPI document).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct PageParams {
+    /// Page size, 1 to 200 (default 50).
+    limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    cursor: Option<String>,
+}
+
+/// List groups, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/groups",
+    tag = "legacy",
+    params(PageParams),
+    security(("bearer" = ["groups:read"])),
+    responses(
+        (status = 200, description = "A page of groups, newest first.", body = Page<GroupOut>),
+        (status = 400, description = "invalid_request.", body = ErrorBody),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+    )
+)]
+pub async fn list_groups(
+    State(state): State<AppState>,
+    principal: Principal,
+    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+) -> ApiResult<Json<Page<GroupOut>>> {
+    principal.require(Scope::GroupsRead)?;
+    let page = ListQuery::parse(pairs, &["limit", "cursor"])?.page()?;
+    let rows = state
+        .store
+        .list_groups(principal.org_id, page_query(&page))
+        .await?;
+    let page = Page::from_rows(rows, &page, |g| cursor(g.created_at, g.id));
+    Ok(Json(page.map(|g| GroupOut::from(&g))))
+}
+
+/// Create a group (emits `group.created`).
+#[utoipa::path(
+    post,
+    path = "/api/groups",
+    tag = "legacy",
+    request_body = GroupRequest,
+    security(("bearer" = ["groups:write"])),
+    responses(
+        (status = 201, description = "Created.", body = GroupOut),
+        (status = 400, description = "malformed_json.", body = ErrorBody),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+        (status = 422, description = "validation_failed (name).", body = ErrorBody),
+    )
+)]
+pub async fn create_group(
+    State(state): State<AppState>,
+    principal: Principal,
+    JsonBody(body): JsonBody<GroupRequest>,
+) -> ApiResult<(StatusCode, Json<GroupOut>)> {
+    principal.require(Scope::GroupsWrite)?;
+    let name = group_name(body.name.as_deref())?;
+    let now = state.clock.now();
+    let g = state
+        .store
+        .create_group(
+            principal.org_id,
+            Uuid::now_v7(),
+            &name,
+            now,
+            Box::new(move |g| {
+                Effects::none().event(group_event(g, "group.created", json!({}), now))
+            }),
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(GroupOut::from(&g))))
+}
+
+async fn find(state: &AppState, principal: &Principal, raw: &str) -> ApiResult<GroupRecord> {
+    let uuid = path_uuid(raw, "The group")?;
+    state
+        .store
+        .find_group(principal.org_id, uuid)
+        .await?
+        .ok_or_else(|| ApiError::not_found("The group"))
+}
+
+/// One group with up to 100 members (newest membership first).
+#[utoipa::path(
+    get,
+    path = "/api/groups/{id}",
+    tag = "legacy",
+    params(("id" = String, Path, description = "The group's UUID.")),
+    security(("bearer" = ["groups:read"])),
+    responses(
+        (status = 200, description = "The group and its first members.", body = GroupDetailOut),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+        (status = 404, description = "not_found.", body = ErrorBody),
+    )
+)]
+pub async fn get_group(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> ApiResult<Json<GroupDetailOut>> {
+    principal.require(Scope::GroupsRead)?;
+    let g = find(&state, &principal, &id).await?;
+    let mut members = state
+        .store
+        .list_group_members(
+            g.id,
+            PageQuery {
+                after: None,
+                limit: MEMBER_PREVIEW + 1,
+            },
+        )
+        .await?;
+    let members_has_more = members.len() as i64 > MEMBER_PREVIEW;
+    members.truncate(MEMBER_PREVIEW as usize);
+    Ok(Json(GroupDetailOut {
+        group: GroupOut::from(&g),
+        members: members
+            .iter()
+            .map(|m| ContactOut::from(&m.contact))
+            .collect(),
+        members_has_more,
+    }))
+}
+
+/// A page of a group's members, newest membership first.
+#[utoipa::path(
+    get,
+    path = "/api/groups/{id}/contacts",
+    tag = "legacy",
+    params(("id" = String, Path, description = "The group's UUID."), PageParams),
+    security(("bearer" = ["groups:read"])),
+    responses(
+        (status = 200, description = "A page of members.", body = Page<ContactOut>),
+        (status = 400, description = "invalid_request.", body = ErrorBody),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+        (status = 404, description = "not_found.", body = ErrorBody),
+    )
+)]
+pub async fn list_members(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+) -> ApiResult<Json<Page<ContactOut>>> {
+    principal.require(Scope::GroupsRead)?;
+    let page = ListQuery::parse(pairs, &["limit", "cursor"])?.page()?;
+    let g = find(&state, &principal, &id).await?;
+    let rows = state
+        .store
+        .list_group_members(g.id, page_query(&page))
+        .await?;
+    let page = Page::from_rows(rows, &page, |m| cursor(m.added_at, m.contact.id));
+    Ok(Json(page.map(|m| ContactOut::from(&m.contact))))
+}
+
+/// Rename a group (emits `group.updated`).
+#[utoipa::path(
+    put,
+    path = "/api/groups/{id}",
+    tag = "legacy",
+    params(("id" = String, Path, description = "The group's UUID.")),
+    request_body = GroupRequest,
+    security(("bearer" = ["groups:write"])),
+    responses(
+        (status = 200, description = "The group after the change.", body = GroupOut),
+        (status = 400, description = "malformed_json.", body = ErrorBody),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+        (status = 404, description = "not_found.", body = ErrorBody),
+        (status = 422, description = "validation_failed (name).", body = ErrorBody),
+    )
+)]
+pub async fn update_group(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<GroupRequest>,
+) -> ApiResult<Json<GroupOut>> {
+    principal.require(Scope::GroupsWrite)?;
+    let uuid = path_uuid(&id, "The group")?;
+    let name = group_name(body.name.as_deref())?;
+    let now = state.clock.now();
+    let g = state
+        .store
+        .rename_group(
+            principal.org_id,
+            uuid,
+            &name,
+            now,
+            Box::new(move |g| {
+                Effects::none().event(group_event(g, "group.updated", json!({}), now))
+            }),
+        )
+        .await
+        .map_err(group_not_found)?;
+    Ok(Json(GroupOut::from(&g)))
+}
+
+/// Delete a group (its contacts stay; emits `group.deleted`).
+#[utoipa::path(
+    delete,
+    path = "/api/groups/{id}",
+    tag = "legacy",
+    params(("id" = String, Path, description = "The group's UUID.")),
+    security(("bearer" = ["groups:write"])),
+    responses(
+        (status = 204, description = "Deleted."),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+        (status = 404, description = "not_found.", body = ErrorBody),
+    )
+)]
+pub async fn delete_group(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    principal.require(Scope::GroupsWrite)?;
+    let uuid = path_uuid(&id, "The group")?;
+    let now = state.clock.now();
+    state
+        .store
+        .delete_group(
+            principal.org_id,
+            uuid,
+            Box::new(move |g| {
+                Effects::none().event(group_event(g, "group.deleted", json!({}), now))
+            }),
+        )
+        .await
+        .map_err(group_not_found)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Checks a membership change's body: 1 to 1000 UUIDs (duplicates are ignored).
+pub fn contact_uuids(list: Option<&[String]>, field: &str) -> ApiResult<Vec<Uuid>> {
+    let Some(list) = list else {
+        return Err(ApiError::validation_field(field, "is required"));
+    };
+    if list.is_empty() || list.len() > MAX_CONTACTS_PER_CHANGE {
+        return Err(ApiError::validation_field(
+            field,
+            format!("must list 1 to {MAX_CONTACTS_PER_CHANGE} contact UUIDs"),
+        ));
+    }
+    let mut errors = ValidationErrors::new();
+    let mut out: Vec<Uuid> = Vec::with_capacity(list.len());
+    for (i, raw) in list.iter().enumerate() {
+        match Uuid::parse_str(raw.trim()) {
+            Ok(u) if raw.len() <= 64 => {
+                if !out.contains(&u) {
+                    out.push(u);
+                }
+            }
+            _ => errors.add(format!("{field}[{i}]"), "must be a UUID"),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    Ok(out)
+}
+
+/// The 422 of contacts that are not contacts of the organization.
+pub fn unknown_contacts(field: &str, unknown: &[Uuid]) -> ApiError {
+    ApiError::validation(ValidationErrors(
+        unknown
+            .iter()
+            .map(|u| FieldError::new(field, format!("{u} names no contact of this organization")))
+            .collect(),
+    ))
+}
+
+async fn change_members(
+    state: AppState,
+    principal: Principal,
+    id: String,
+    body: MembersRequest,
+    add: bool,
+) -> ApiResult<Json<GroupOut>> {
+    principal.require(Scope::GroupsWrite)?;
+    let uuid = path_uuid(&id, "The group")?;
+    let contacts = contact_uuids(body.contact_uuids.as_deref(), "contact_uuids")?;
+    let now = state.clock.now();
+    let listed = contacts.clone();
+    let outcome = state
+        .store
+        .change_group_members(
+            principal.org_id,
+            uuid,
+            &contacts,
+            add,
+            now,
+            Box::new(move |g| {
+                let extra = if add {
+                    json!({ "added_contact_uuids": listed })
+                } else {
+                    json!({ "removed_contact_uuids": listed })
+                };
+                Effects::none().event(group_event(g, "group.updated", extra, now))
+            }),
+        )
+        .await
+        .map_err(group_not_found)?;
+    match outcome {
+        MembershipOutcome::Changed { group, .. } => Ok(Json(GroupOut::from(&group))),
+        MembershipOutcome::UnknownContacts(unknown) => {
+            Err(unknown_contacts("contact_uuids", &unknown))
+        }
+    }
+}
+
+/// Add contacts to a group (emits `group.updated` when something changed).
+#[utoipa::path(
+    post,
+    path = "/api/groups/{id}/contacts",
+    tag = "legacy",
+    params(("id" = String, Path, description = "The group's UUID.")),
+    request_body = MembersRequest,
+    security(("bearer" = ["groups:write"])),
+    responses(
+        (status = 200, description = "The group after the change (contacts already members are skipped).", body = GroupOut),
+        (status = 400, description = "malformed_json.", body = ErrorBody),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+        (status = 404, description = "not_found.", body = ErrorBody),
+        (status = 422, description = "validation_failed: contact_uuids missing, empty, not UUIDs, or naming contacts that are not (live) contacts of this organization; nothing changed.", body = ErrorBody),
+    )
+)]
+pub async fn add_members(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<MembersRequest>,
+) -> ApiResult<Json<GroupOut>> {
+    change_members(state, principal, id, body, true).await
+}
+
+/// Remove contacts from a group (emits `group.updated` when something changed).
+#[utoipa::path(
+    delete,
+    path = "/api/groups/{id}/contacts",
+    tag = "legacy",
+    params(("id" = String, Path, description = "The group's UUID.")),
+    request_body = MembersRequest,
+    security(("bearer" = ["groups:write"])),
+    responses(
+        (status = 200, description = "The group after the change (contacts that are not members are skipped).", body = GroupOut),
+        (status = 400, description = "malformed_json.", body = ErrorBody),
+        (status = 403, description = "insufficient_scope.", body = ErrorBody),
+        (status = 404, description = "not_found.", body = ErrorBody),
+        (status = 422, description = "validation_failed, as for adding.", body = ErrorBody),
+    )
+)]
+pub async fn remove_members(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<MembersRequest>,
+) -> ApiResult<Json<GroupOut>> {
+    change_members(state, principal, id, body, false).await
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/groups", get(list_groups).post(create_group))
+        .route(
+            "/api/groups/{id}",
+            get(get_group).put(update_group).delete(delete_group),
+        )
+        .route(
+            "/api/groups/{id}/contacts",
+            get(list_members).post(add_members).delete(remove_members),
+        )
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    paths(
+        list_groups,
+        create_group,
+        get_group,
+        list_members,
+        update_group,
+        delete_group,
+        add_members,
+        remove_members
+    ),
+    components(schemas(GroupOut, GroupDetailOut, GroupRequest, MembersRequest))
+)]
+pub struct GroupsApi;
