@@ -144,8 +144,8 @@ pub const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "consent_clock_skew",
-        default: "5m",
-        meaning: "how far in the future a consent's captured_at may lie (the caller's clock may run ahead)",
+        default: "0s",
+        meaning: "how far in the future a consent's captured_at may lie (for callers whose clocks run ahead; by default none: it must not lie in the future)",
     },
     Setting {
         name: "consent_max_age",
@@ -566,7 +566,11 @@ impl Sources<'_> {
         match raw.to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" | "on" => Ok(true),
             "false" | "0" | "no" | "off" => Ok(false),
-            _ => Err(self.error(name, &raw, "expected true or false")),
+            _ => Err(self.error(
+                name,
+                &raw,
+                "expected true or false (also 1/0, yes/no, on/off)",
+            )),
         }
     }
 

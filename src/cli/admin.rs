@@ -374,12 +374,19 @@ async fn channel(rt: &Runtime, command: ChannelCommand) -> Result<Output, OpErro
     }
 }
 
-fn key_json(k: &ApiKeyRecord) -> Value {
-    let status = if k.revoked_at.is_some() {
+/// `revoked`, `expired` or `active` (as the API would treat the key now).
+fn key_status(k: &ApiKeyRecord, now: Timestamp) -> &'static str {
+    if k.revoked_at.is_some() {
         "revoked"
+    } else if k.expires_at.is_some_and(|t| t <= now) {
+        "expired"
     } else {
         "active"
-    };
+    }
+}
+
+fn key_json(k: &ApiKeyRecord, now: Timestamp) -> Value {
+    let status = key_status(k, now);
     json!({
         "id": k.id,
         "org_id": k.org_id,
@@ -467,6 +474,7 @@ async fn key(rt: &Runtime, command: KeyCommand) -> Result<Output, OpError> {
         KeyCommand::List { org } => {
             ops::orgs::require_org(store, org).await?;
             let keys = store.list_api_keys(org).await?;
+            let now = rt.clock.now();
             Ok(Output {
                 text: keys
                     .iter()
@@ -477,16 +485,12 @@ async fn key(rt: &Runtime, command: KeyCommand) -> Result<Output, OpError> {
                             k.prefix,
                             k.name,
                             k.effective_scopes().names().join(","),
-                            if k.revoked_at.is_some() {
-                                "revoked"
-                            } else {
-                                "active"
-                            }
+                            key_status(k, now)
                         )
                     })
                     .collect::<Vec<_>>()
                     .join("\n"),
-                json: json!({ "data": keys.iter().map(key_json).collect::<Vec<_>>() }),
+                json: json!({ "data": keys.iter().map(|k| key_json(k, now)).collect::<Vec<_>>() }),
             })
         }
         KeyCommand::Revoke { id } => {

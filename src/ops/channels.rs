@@ -60,7 +60,8 @@ fn check_provider_config(channel_type: ChannelType, v: &Value) -> OpResult<()> {
 }
 
 /// The identifier a channel gets when none is given: the provider's own id where the
-/// configuration has one, else a short name derived from the channel's UUID.
+/// configuration has one, else a short name from the random part of the channel's UUID (its
+/// leading part is a timestamp: channels created close together would share it).
 pub fn default_identifier(channel_type: ChannelType, uuid: Uuid, config: Option<&Value>) -> String {
     let from_config = |field: &str| {
         config
@@ -79,7 +80,7 @@ pub fn default_identifier(channel_type: ChannelType, uuid: Uuid, config: Option<
         format!(
             "{}-{}",
             channel_type.as_str().replace('_', "-"),
-            &uuid.simple().to_string()[..8]
+            &uuid.simple().to_string()[20..]
         )
     })
 }
@@ -235,4 +236,30 @@ pub async fn provider_config(
     })?;
     serde_json::from_slice(&plain)
         .map_err(|e| OpError::Invalid(format!("stored provider configuration is not JSON: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_identifiers_differ_for_channels_created_together() {
+        let a = default_identifier(ChannelType::Sandbox, Uuid::now_v7(), None);
+        let b = default_identifier(ChannelType::Sandbox, Uuid::now_v7(), None);
+        assert!(a.starts_with("sandbox-") && a.len() == "sandbox-".len() + 12);
+        assert_ne!(
+            a, b,
+            "the UUIDs' timestamps agree, their random parts do not"
+        );
+    }
+
+    #[test]
+    fn provider_ids_are_used_when_configured() {
+        let config = serde_json::json!({"phone_number_id": "1098765"});
+        let id = default_identifier(ChannelType::WhatsappCloud, Uuid::now_v7(), Some(&config));
+        assert_eq!(id, "1098765");
+        let config = serde_json::json!({"bot_token": "4242:secret"});
+        let id = default_identifier(ChannelType::Telegram, Uuid::now_v7(), Some(&config));
+        assert_eq!(id, "4242");
+    }
 }

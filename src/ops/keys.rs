@@ -92,6 +92,12 @@ async fn check_default_channel(
 ) -> OpResult<()> {
     let Some(id) = channel_id else { return Ok(()) };
     match store.get_channel(id).await {
+        Ok(c) if c.org_id == org_id && !c.channel_type.can_send_messages() => {
+            Err(OpError::Invalid(format!(
+                "--default-channel: channel {id} is of type {} and cannot send messages",
+                c.channel_type.as_str()
+            )))
+        }
         Ok(c) if c.org_id == org_id => Ok(()),
         Ok(_) | Err(StoreError::NotFound) => Err(OpError::Invalid(format!(
             "--default-channel: channel {id} does not belong to organization {org_id}"
