@@ -20,8 +20,8 @@ pub struct Catalogue {
     pub permissions: Vec<PermissionOut>,
     /// Member roles, from the most to the least privileged.
     pub roles: Vec<RoleOut>,
-    /// API key scopes (specification section 5), each with the endpoints it allows. A key with
-    /// the scope `*` (and a key from before scopes existed) holds every scope.
+    /// API key scopes (specification section 5), each with the endpoints it allows; the last
+    /// is `*`, which holds every scope (as does a key from before scopes existed).
     pub scopes: Vec<ScopeOut>,
 }
 
@@ -75,6 +75,14 @@ pub fn catalogue() -> Catalogue {
                 description: s.description(),
                 endpoints: scope_catalogue::endpoints(*s).to_vec(),
             })
+            .chain(std::iter::once(ScopeOut {
+                name: "*",
+                description: "Unrestricted: every scope above, and every scope added later. Keys from before scopes existed act as such keys.",
+                endpoints: Scope::ALL
+                    .iter()
+                    .flat_map(|s| scope_catalogue::endpoints(*s).iter().cloned())
+                    .collect(),
+            }))
             .collect(),
     }
 }
@@ -117,7 +125,14 @@ mod tests {
         let c = catalogue();
         assert_eq!(c.permissions.len(), Permission::ALL.len());
         assert_eq!(c.roles.len(), 5);
-        assert_eq!(c.scopes.len(), Scope::ALL.len());
+        assert_eq!(c.scopes.len(), Scope::ALL.len() + 1);
+        let wildcard = c.scopes.last().unwrap();
+        assert_eq!(wildcard.name, "*");
+        let every: usize = Scope::ALL
+            .iter()
+            .map(|s| scope_catalogue::endpoints(*s).len())
+            .sum();
+        assert_eq!(wildcard.endpoints.len(), every);
         assert!(c.scopes.iter().all(|s| !s.endpoints.is_empty()));
         let json = serde_json::to_value(&c).unwrap();
         assert_eq!(json["roles"][0]["name"], "owner");

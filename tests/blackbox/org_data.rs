@@ -965,6 +965,7 @@ async fn permissions_catalogue_lists_permissions_roles_and_scopes(backend: Backe
         "webhooks:write",
         "flow:read",
         "flow:write",
+        "*",
     ];
     assert_eq!(scopes.len(), spec.len());
     let allows = |scope: &str, method: &str, path: &str| {
