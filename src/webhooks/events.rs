@@ -122,9 +122,16 @@ pub fn endpoint_log(
     )
 }
 
-/// The reason given when an endpoint is disabled automatically.
-pub fn auto_disable_reason(failures: i64) -> String {
-    format!(
-        "disabled automatically after {failures} consecutive failed deliveries; fix the receiver, then re-enable with PUT {{\"status\": \"active\"}}"
-    )
+/// The reason given when an endpoint (or a legacy webhook record) is disabled automatically,
+/// with the way back.
+pub fn auto_disable_reason(failures: i64, legacy: bool) -> String {
+    if legacy {
+        format!(
+            "disabled automatically after {failures} consecutive failed deliveries; fix the receiver, then delete this record and register it again (or create a v1 endpoint for the URL)"
+        )
+    } else {
+        format!(
+            "disabled automatically after {failures} consecutive failed deliveries; fix the receiver, then re-enable with PUT {{\"status\": \"active\"}}"
+        )
+    }
 }

@@ -449,6 +449,7 @@ struct HealthRow {
     status: String,
     deleted_at: Option<Timestamp>,
     consecutive_failures: i64,
+    legacy: bool,
 }
 
 /// Splits the outcomes still leased (`order`) into plain successes (a 2xx whose endpoint's
@@ -673,7 +674,7 @@ async fn record_one(
                     .await?;
                     ep.consecutive_failures = failures;
                     if failures >= i64::from(o.disable_after) {
-                        let reason = wh_events::auto_disable_reason(failures);
+                        let reason = wh_events::auto_disable_reason(failures, ep.legacy);
                         sqlx::query(
                             "UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1, disabled_at = $2,
                                     updated_at = $3
@@ -1285,7 +1286,7 @@ impl WebhookStore for Backend {
                 Some(id) => {
                     if let std::collections::hash_map::Entry::Vacant(slot) = endpoints.entry(id) {
                         let sql = format!(
-                            "SELECT id, uuid, name, url, status, deleted_at, consecutive_failures
+                            "SELECT id, uuid, name, url, status, deleted_at, consecutive_failures, legacy
                              FROM webhook_endpoints WHERE id = $1{}",
                             dialect::FOR_NO_KEY_UPDATE
                         );
