@@ -754,7 +754,7 @@ pub struct ConsentRules {
 impl Default for ConsentRules {
     fn default() -> Self {
         ConsentRules {
-            clock_skew: Duration::from_secs(300),
+            clock_skew: Duration::ZERO,
             max_age: None,
         }
     }
@@ -1320,10 +1320,13 @@ mod tests {
             c.captured_at,
             Timestamp::parse_rfc3339("2026-08-14T09:00:00Z").unwrap()
         );
-        // Any offset, converted to UTC; within the clock skew of now is fine.
+        // Any offset, converted to UTC.
         let mut v = good();
-        v["captured_at"] = json!("2026-08-14T11:33:00+02:00");
-        assert!(consent(v).is_ok());
+        v["captured_at"] = json!("2026-08-14T11:29:00+02:00");
+        assert_eq!(
+            consent(v).unwrap().captured_at,
+            Timestamp::parse_rfc3339("2026-08-14T09:29:00Z").unwrap()
+        );
     }
 
     #[test]
@@ -1370,10 +1373,27 @@ mod tests {
                 "{key} = {value}"
             );
         }
-        // Exactly at the skew's edge is still accepted.
+        // By default a second ahead is in the future; now itself is not.
+        let mut ahead = good();
+        ahead["captured_at"] = json!("2026-08-14T09:30:01Z");
+        assert_eq!(
+            fields(&consent(ahead.clone()).unwrap_err()),
+            ["consent.captured_at"]
+        );
+        let mut edge = good();
+        edge["captured_at"] = json!("2026-08-14T09:30:00Z");
+        assert!(consent(edge).is_ok());
+        // An operator may allow clock skew: exactly at its edge is accepted.
+        let skew = ConsentRules {
+            clock_skew: Duration::from_secs(300),
+            max_age: None,
+        };
+        assert!(parse_consent(Some(&ahead), now(), &skew).is_ok());
         let mut edge = good();
         edge["captured_at"] = json!("2026-08-14T09:35:00Z");
-        assert!(consent(edge).is_ok());
+        assert!(parse_consent(Some(&edge), now(), &skew).is_ok());
+        edge["captured_at"] = json!("2026-08-14T09:35:01Z");
+        assert!(parse_consent(Some(&edge), now(), &skew).is_err());
     }
 
     #[test]

@@ -47,8 +47,8 @@ pub struct ConsentInput {
     /// Where the opt-in can be found (a form submission id, an order number, ...): 1 to 256
     /// characters.
     reference: String,
-    /// When the opt-in was captured: RFC 3339, not in the future (5 minutes of clock skew are
-    /// allowed, `SWITCHBOARD_CONSENT_CLOCK_SKEW`).
+    /// When the opt-in was captured: RFC 3339, not in the future (an operator may allow some
+    /// clock skew with `SWITCHBOARD_CONSENT_CLOCK_SKEW`; none by default).
     #[schema(value_type = String, format = DateTime)]
     captured_at: String,
 }

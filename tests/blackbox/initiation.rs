@@ -930,10 +930,15 @@ async fn initiation_consent_rules(backend: Backend) {
             "{key} = {value}"
         );
     }
-    // Within the clock skew (5 minutes) a slightly future time is accepted.
-    let mut skewed = consent("utility");
-    skewed["captured_at"] = json!(rfc3339(chrono::Duration::minutes(2)));
-    w.post(&with_consent(skewed)).await.expect(201);
+    // By default no clock skew is allowed: half a minute ahead is in the future too.
+    let mut ahead = consent("utility");
+    ahead["captured_at"] = json!(rfc3339(chrono::Duration::seconds(30)));
+    let r = refused(&w, &with_consent(ahead), "consent_required").await;
+    assert_eq!(field_names(&r), ["consent.captured_at"]);
+    // A time just past is accepted.
+    let mut just_now = consent("utility");
+    just_now["captured_at"] = json!(rfc3339(chrono::Duration::seconds(-1)));
+    w.post(&with_consent(just_now)).await.expect(201);
 
     // The purpose must match the template's category.
     let marketing = template(
