@@ -47,9 +47,8 @@ pub struct ErrorObject {
     pub message: String,
     /// The request's `X-Request-Id`.
     pub request_id: Option<String>,
-    /// Code-specific details (`required_scope`, `fields`, ...).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    /// Code-specific details (`required_scope`, `fields`, ...); `{}` when there are none.
+    #[schema(value_type = Object)]
     pub details: Option<Value>,
 }
 
@@ -309,7 +308,9 @@ impl IntoResponse for ApiError {
                 code: self.code.to_owned(),
                 message: self.message,
                 request_id: request_id::current(),
-                details: self.details,
+                // Always an object (empty when the code has nothing to add), so clients can
+                // read `error.details` without checking for its presence.
+                details: Some(self.details.unwrap_or_else(|| json!({}))),
             },
         };
         let mut response = (self.status, axum::Json(body)).into_response();

@@ -1,9 +1,10 @@
 //! `GET /api/v1/integrations/events`: the organization's audit, admin and security log,
 //! newest first, filtered; `GET /api/v1/integrations/events/{uuid}`: one entry.
 
+use crate::http::path::Path;
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::routing::get;
 use uuid::Uuid;
 

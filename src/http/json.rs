@@ -1,9 +1,9 @@
 //! Request bodies: JSON only, at most 1 MiB, with errors in the API's format.
 //!
-//! * not JSON at all (syntax, truncation, invalid UTF-8, nesting deeper than 128): 400
-//!   `malformed_json`;
-//! * JSON of the wrong shape (wrong type, missing field, number out of range): 422
-//!   `validation_failed` with the field's path;
+//! * not JSON at all (syntax, truncation, invalid UTF-8, nesting deeper than 128 anywhere):
+//!   400 `malformed_json`;
+//! * JSON of the wrong shape (not an object, wrong type, missing field, number out of range,
+//!   a NUL character in any string): 422 `validation_failed` with the field's path;
 //! * a `Content-Type` other than JSON: 415; a body over the limit: 413.
 
 use axum::extract::{FromRequest, Request};
@@ -77,6 +77,9 @@ async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Api
     })
 }
 
+/// The deepest nesting of arrays and objects accepted anywhere in a body.
+pub const MAX_DEPTH: usize = 128;
+
 /// Parses a JSON body into `T`, classifying failures as described in the module docs.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if std::str::from_utf8(bytes).is_err() {
@@ -88,6 +91,16 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         return Err(ApiError::malformed_json(
             "The request body is empty; send a JSON object.",
         ));
+    }
+    // Every request body of the API is an object (serde would also read a struct from an
+    // array of its fields): any other JSON value is a 422, anything else a 400.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            Ok(_) => Err(ApiError::validation_field("body", "must be a JSON object")),
+            Err(e) => Err(ApiError::malformed_json(format!(
+                "The request body is not valid JSON: {e}"
+            ))),
+        };
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     match serde_path_to_error::deserialize::<_, T>(de) {
@@ -101,10 +114,23 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                     "The request body has characters after the JSON value.",
                 ));
             }
-            // Every request body of the API is an object (serde would also read a struct
-            // from an array of its fields).
-            if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-                return Err(ApiError::validation_field("body", "must be a JSON object"));
+            let scan = scan(bytes);
+            if scan.max_depth > MAX_DEPTH {
+                return Err(ApiError::malformed_json(format!(
+                    "The request body nests arrays and objects deeper than {MAX_DEPTH} levels."
+                )));
+            }
+            if scan.nul {
+                // No text of the API may hold a NUL character (PostgreSQL cannot store one):
+                // name the first field that does.
+                let field = serde_json::from_slice::<serde_json::Value>(bytes)
+                    .ok()
+                    .and_then(|v| nul_path(&v, String::new()))
+                    .unwrap_or_else(|| "body".to_owned());
+                return Err(ApiError::validation_field(
+                    &field,
+                    "must not contain a NUL character",
+                ));
             }
             Ok(v)
         }
@@ -113,11 +139,103 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             let inner = e.into_inner();
             match inner.classify() {
                 serde_json::error::Category::Data => Err(shape_error(&path, &inner)),
+                // Valid JSON that still failed (a number too large for any type, such as
+                // 1e400) is of the wrong shape; too deep a nesting stays a syntax error.
+                serde_json::error::Category::Syntax
+                    if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+                        && scan(bytes).max_depth <= MAX_DEPTH =>
+                {
+                    let field = if path == "." || path.is_empty() {
+                        "body"
+                    } else {
+                        &path
+                    };
+                    Err(ApiError::validation_field(
+                        field,
+                        "is a number out of range for this field",
+                    ))
+                }
                 _ => Err(ApiError::malformed_json(format!(
                     "The request body is not valid JSON: {inner}"
                 ))),
             }
         }
+    }
+}
+
+/// What one pass over a syntactically valid body finds.
+struct Scan {
+    max_depth: usize,
+    /// Some string (a key or a value) holds the escape `\u0000`.
+    nul: bool,
+}
+
+/// One pass over the bytes of valid JSON: the deepest nesting (also inside fields the
+/// endpoint ignores, which serde skips without counting) and whether a string holds a NUL
+/// (in valid JSON a NUL can only be written as the escape `\u0000`).
+fn scan(bytes: &[u8]) -> Scan {
+    let mut out = Scan {
+        max_depth: 0,
+        nul: false,
+    };
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (i, &b) in bytes.iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+                if b == b'u' && bytes.get(i + 1..i + 5) == Some(b"0000") {
+                    out.nul = true;
+                }
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    out.max_depth = out.max_depth.max(depth);
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The path (`a.b[2]`) of the first string value holding a NUL character, or of the object
+/// whose key holds one.
+fn nul_path(v: &serde_json::Value, at: String) -> Option<String> {
+    let here = || {
+        if at.is_empty() {
+            "body".to_owned()
+        } else {
+            at.clone()
+        }
+    };
+    match v {
+        serde_json::Value::String(s) if s.contains('\0') => Some(here()),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| nul_path(item, format!("{}[{i}]", here()))),
+        serde_json::Value::Object(map) => map.iter().find_map(|(k, item)| {
+            let path = if at.is_empty() {
+                k.clone()
+            } else {
+                format!("{at}.{k}")
+            };
+            if k.contains('\0') {
+                // Not the key itself: the error would carry the NUL on.
+                Some(here())
+            } else {
+                nul_path(item, path)
+            }
+        }),
+        _ => None,
     }
 }
 
@@ -187,9 +305,16 @@ mod tests {
             code(format!("{{\"count\": 1, \"extra\": {deep}}}").as_bytes()).0,
             "malformed_json"
         );
-        // Deep nesting in an ignored field is skipped without recursion (no stack overflow).
+        // Deep nesting in an ignored field is skipped without recursion (no stack overflow),
+        // and still refused.
         let deeper = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        assert!(parse::<Body>(format!("{{\"count\": 1, \"x\": {deeper}}}").as_bytes()).is_ok());
+        assert_eq!(
+            code(format!("{{\"count\": 1, \"x\": {deeper}}}").as_bytes()).0,
+            "malformed_json"
+        );
+        // Brackets inside strings do not count.
+        let text = "[".repeat(300);
+        assert!(parse::<Body>(format!("{{\"count\": 1, \"x\": \"{text}\"}}").as_bytes()).is_ok());
     }
 
     #[test]
@@ -210,6 +335,24 @@ mod tests {
         let (c, d) = code(b" [3, null, null]");
         assert_eq!(c, "validation_failed");
         assert_eq!(d.unwrap()["fields"][0]["field"], "body");
+    }
+
+    #[test]
+    fn nul_characters_are_422_naming_the_field() {
+        let (c, d) = code(br#"{"count": 1, "inner": {"name": "a\u0000b"}}"#);
+        assert_eq!(c, "validation_failed");
+        assert_eq!(d.unwrap()["fields"][0]["field"], "inner.name");
+        let (_, d) = code(br#"{"count": 1, "extra": [1, {"k\u0000": 2}]}"#);
+        assert_eq!(d.unwrap()["fields"][0]["field"], "extra[1]");
+        // An escaped backslash followed by "u0000" is text, not a NUL.
+        assert!(parse::<Body>(br#"{"count": 1, "extra": "a\\u0000"}"#).is_ok());
+    }
+
+    #[test]
+    fn numbers_out_of_range_are_422() {
+        let (c, d) = code(br#"{"count": 1e400}"#);
+        assert_eq!(c, "validation_failed");
+        assert_eq!(d.unwrap()["fields"][0]["field"], "count");
     }
 
     #[test]

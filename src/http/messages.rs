@@ -712,9 +712,10 @@ fn time_param(param: &str, v: Option<&str>) -> ApiResult<Option<Timestamp>> {
 pub async fn list_messages(
     State(state): State<AppState>,
     principal: Principal,
-    QueryParams(q): QueryParams<HistoryQuery>,
+    q: Result<QueryParams<HistoryQuery>, ApiError>,
 ) -> ApiResult<axum::Json<Page<MessageOut>>> {
     principal.require(Scope::MessagesRead)?;
+    let QueryParams(q) = q?;
     let page = PageRequest::parse(q.limit.as_deref(), q.cursor.as_deref())?;
     let mut filter = MessageFilter {
         direction: q

@@ -19,6 +19,7 @@ pub mod messages;
 pub mod observe;
 pub mod openapi;
 pub mod pagination;
+pub mod path;
 pub mod permissions;
 pub mod query;
 pub mod rate_limit;

@@ -8,9 +8,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::http::path::Path;
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -199,8 +200,10 @@ pub struct UpdateEndpointBody {
 pub async fn list_endpoints(
     State(state): State<AppState>,
     principal: Principal,
-    QueryParams(q): QueryParams<PageParams>,
+    q: Result<QueryParams<PageParams>, ApiError>,
 ) -> ApiResult<Json<Page<EndpointOut>>> {
+    principal.require(Scope::WebhooksRead)?;
+    let QueryParams(q) = q?;
     Ok(Json(
         endpoint_page(&state, &principal, &q, false)
             .await?
@@ -209,14 +212,13 @@ pub async fn list_endpoints(
 }
 
 /// A page of the organization's endpoints (`legacy`: its legacy webhook records instead),
-/// newest first. Needs `webhooks:read`.
+/// newest first. The caller has checked `webhooks:read`.
 pub(crate) async fn endpoint_page(
     state: &AppState,
     principal: &Principal,
     q: &PageParams,
     legacy: bool,
 ) -> ApiResult<Page<EndpointRecord>> {
-    principal.require(Scope::WebhooksRead)?;
     let page = PageRequest::parse(q.limit.as_deref(), q.cursor.as_deref())?;
     let rows = state
         .store
@@ -250,9 +252,10 @@ pub(crate) async fn endpoint_page(
 pub async fn create_endpoint(
     State(state): State<AppState>,
     principal: Principal,
-    JsonBody(body): JsonBody<CreateEndpointBody>,
+    body: Result<JsonBody<CreateEndpointBody>, ApiError>,
 ) -> ApiResult<Response> {
     principal.require(Scope::WebhooksWrite)?;
+    let JsonBody(body) = body?;
     let (record, secret) = ops::create_endpoint(
         &deps(&state),
         principal.org_id,
@@ -328,9 +331,10 @@ pub async fn update_endpoint(
     State(state): State<AppState>,
     principal: Principal,
     Path(uuid): Path<String>,
-    JsonBody(body): JsonBody<UpdateEndpointBody>,
+    body: Result<JsonBody<UpdateEndpointBody>, ApiError>,
 ) -> ApiResult<Json<EndpointOut>> {
     principal.require(Scope::WebhooksWrite)?;
+    let JsonBody(body) = body?;
     let uuid = path_uuid(&uuid, "The webhook endpoint")?;
     let mut errors = crate::domain::ValidationErrors::new();
     let input = ops::UpdateEndpoint {
@@ -657,9 +661,10 @@ fn delivery_query(p: &DeliveryParams) -> ApiResult<(DeliveryQuery, PageRequest)>
 pub async fn list_deliveries(
     State(state): State<AppState>,
     principal: Principal,
-    QueryParams(params): QueryParams<DeliveryParams>,
+    params: Result<QueryParams<DeliveryParams>, ApiError>,
 ) -> ApiResult<Json<Page<DeliveryOut>>> {
     principal.require(Scope::WebhooksRead)?;
+    let QueryParams(params) = params?;
     let (query, page) = delivery_query(&params)?;
     let rows = state
         .store

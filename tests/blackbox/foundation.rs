@@ -24,6 +24,8 @@ both_backends!(
     wrong_master_key_is_a_clear_startup_error,
     shared_rate_limits_through_redis,
     slow_and_oversized_clients_are_cut_off,
+    scopes_come_before_bodies_and_odd_input_is_a_json_4xx,
+    admin_key_list_and_default_channels,
 );
 
 async fn health_ready_metrics_and_openapi_need_no_key(backend: Backend) {
@@ -977,4 +979,236 @@ async fn slow_and_oversized_clients_are_cut_off(backend: Backend) {
         .call(Method::GET, "/healthz", None, None)
         .await
         .expect(200);
+}
+
+/// A key without the endpoint's scope is refused before its body or query string is read;
+/// odd paths and bodies get the API's JSON errors, with `details` always an object.
+async fn scopes_come_before_bodies_and_odd_input_is_a_json_4xx(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env.start(&[]).await;
+    let narrow = env.key(seed.org_id, "channels:read").await;
+    let some_uuid = uuid::Uuid::new_v4();
+    for (method, path, body) in [
+        (
+            Method::POST,
+            "/api/v1/integrations/webhook-endpoints".to_owned(),
+            Some(json!({})),
+        ),
+        (
+            Method::PUT,
+            format!("/api/v1/integrations/webhook-endpoints/{some_uuid}"),
+            Some(json!({"name": 5})),
+        ),
+        (
+            Method::GET,
+            "/api/v1/integrations/webhook-deliveries?limit=abc".to_owned(),
+            None,
+        ),
+        (
+            Method::GET,
+            "/api/v1/integrations/webhook-endpoints?limit=0".to_owned(),
+            None,
+        ),
+        (
+            Method::GET,
+            "/api/v1/integrations/messages?limit=1&limit=2".to_owned(),
+            None,
+        ),
+        (Method::POST, "/api/contacts".to_owned(), Some(json!({}))),
+        (Method::POST, "/api/groups".to_owned(), Some(json!([]))),
+        (Method::POST, "/api/campaigns".to_owned(), Some(json!({}))),
+    ] {
+        let r = server
+            .call(method.clone(), &path, Some(&narrow), body.as_ref())
+            .await;
+        assert_eq!(r.status.as_u16(), 403, "{method} {path}: {}", r.text);
+        assert_eq!(
+            r.body["error"]["code"], "insufficient_scope",
+            "{method} {path}"
+        );
+    }
+
+    // Every error body has `details`, an object.
+    let r = server
+        .call(Method::GET, "/api/v1/integrations/channels", None, None)
+        .await
+        .expect_error(401, "missing_api_key");
+    assert_eq!(r.body["error"]["details"], json!({}));
+
+    // A path parameter that is not UTF-8 is an unknown resource, in JSON.
+    for path in [
+        "/api/v1/integrations/webhook-endpoints/%ff",
+        "/api/v1/integrations/webhook-deliveries/%ff%fe",
+        "/api/v1/integrations/events/%c3%28",
+        "/api/contacts/%ff",
+    ] {
+        let r = server
+            .get(path, &seed.key)
+            .await
+            .expect_error(404, "not_found");
+        assert!(
+            r.header("content-type")
+                .unwrap()
+                .starts_with("application/json")
+        );
+        assert!(r.header("x-request-id").is_some(), "{path}");
+    }
+
+    // Bodies: a NUL in any string is a 422 naming the field (PostgreSQL cannot store one), on
+    // sends too, before anything is sent.
+    let r = server
+        .post(
+            "/api/v1/integrations/webhook-endpoints",
+            &seed.key,
+            &json!({"name": "a\u{0}b", "url": "https://example.com/hook", "events": ["*"]}),
+        )
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(r.body["error"]["details"]["fields"][0]["field"], "name");
+    let idem = [("Idempotency-Key", "nul-1")];
+    let r = server
+        .post_with(
+            "/api/v1/integrations/messages/media",
+            &seed.key,
+            &json!({"phone": "+4915123456789", "media_type": "document",
+                    "media_url": "https://example.com/a\u{0}b.pdf"}),
+            &idem,
+        )
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(
+        r.body["error"]["details"]["fields"][0]["field"],
+        "media_url"
+    );
+    let sent = server
+        .get("/api/v1/integrations/messages", &seed.key)
+        .await
+        .expect(200);
+    assert_eq!(sent.body["data"], json!([]), "nothing was sent");
+
+    let raw = |body: String| {
+        server
+            .client
+            .post(server.url("/api/v1/integrations/webhook-endpoints"))
+            .bearer_auth(&seed.key)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    // A number too large for any type is valid JSON of the wrong shape.
+    let r = crate::support::Server::read(
+        raw(
+            r#"{"name": "n", "url": "https://example.com/h", "events": ["*"], "status": 1e400}"#
+                .into(),
+        )
+        .await
+        .unwrap(),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+    assert_eq!(r.body["error"]["details"]["fields"][0]["field"], "status");
+    // Nesting deeper than 128 is refused also in a field the endpoint ignores.
+    let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+    crate::support::Server::read(
+        raw(format!(
+            r#"{{"name": "n", "url": "https://example.com/h", "events": ["*"], "x": {deep}}}"#
+        ))
+        .await
+        .unwrap(),
+    )
+    .await
+    .expect_error(400, "malformed_json");
+    // JSON that is not an object is named as the body, whatever its content.
+    let r = crate::support::Server::read(
+        raw(r#"["n", "https://example.com/h"]"#.into())
+            .await
+            .unwrap(),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+    assert_eq!(r.body["error"]["details"]["fields"][0]["field"], "body");
+    let listed = server
+        .get("/api/v1/integrations/webhook-endpoints", &seed.key)
+        .await
+        .expect(200);
+    assert_eq!(listed.body["data"], json!([]), "no endpoint was created");
+}
+
+async fn admin_key_list_and_default_channels(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let org = seed.org_id.to_string();
+    let expired = env
+        .admin(&[
+            "key",
+            "create",
+            "--org",
+            &org,
+            "--scopes",
+            "*",
+            "--expires-at",
+            "2020-01-01T00:00:00Z",
+        ])
+        .await;
+    let revoked = env
+        .admin(&["key", "create", "--org", &org, "--scopes", "*"])
+        .await;
+    env.admin(&["key", "revoke", &revoked["id"].to_string()])
+        .await;
+    let list = env.admin(&["key", "list", "--org", &org]).await;
+    let status = |id: &Value| {
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["id"] == *id)
+            .map(|k| k["status"].clone())
+            .unwrap()
+    };
+    assert_eq!(status(&expired["id"]), "expired");
+    assert_eq!(status(&revoked["id"]), "revoked");
+    assert_eq!(status(&json!(seed.key_id)), "active");
+
+    // A key's default channel must be one that can send.
+    let leads = env
+        .admin(&[
+            "channel",
+            "create",
+            "--org",
+            &org,
+            "--type",
+            "lead_ingestion",
+            "--name",
+            "Leads",
+        ])
+        .await;
+    let refused = env
+        .admin_raw(&[
+            "key",
+            "create",
+            "--org",
+            &org,
+            "--default-channel",
+            &leads["id"].to_string(),
+        ])
+        .await;
+    assert!(!refused.success);
+    assert!(
+        refused.stderr.contains("cannot send messages"),
+        "{}",
+        refused.stderr
+    );
+    // Two channels created together get different identifiers.
+    let a = env
+        .admin(&[
+            "channel", "create", "--org", &org, "--type", "sandbox", "--name", "A",
+        ])
+        .await;
+    let b = env
+        .admin(&[
+            "channel", "create", "--org", &org, "--type", "sandbox", "--name", "B",
+        ])
+        .await;
+    assert_ne!(a["identifier"], b["identifier"]);
 }

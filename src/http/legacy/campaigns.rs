@@ -11,9 +11,10 @@
 
 use std::collections::HashMap;
 
+use crate::http::path::Path;
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
@@ -174,9 +175,10 @@ fn refusal_error(e: CatalogCheckError) -> ApiError {
 pub async fn create_campaign(
     State(state): State<AppState>,
     principal: Principal,
-    JsonBody(body): JsonBody<CampaignRequest>,
+    body: Result<JsonBody<CampaignRequest>, ApiError>,
 ) -> ApiResult<(StatusCode, Json<CampaignOut>)> {
     principal.require(Scope::CampaignsWrite)?;
+    let JsonBody(body) = body?;
     let mut errors = ValidationErrors::new();
     let name = match body.name.as_deref().map(str::trim) {
         Some(n) if !n.is_empty() && n.chars().count() <= 200 && !n.contains(char::is_control) => {

@@ -3,9 +3,10 @@
 //! its `shortcut` is unique in the organization (a taken one is a 422 `validation_failed` on
 //! `shortcut`, like a taken contact phone). The event catalogue has no canned-reply events.
 
+use crate::http::path::Path;
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, put};
 use serde::{Deserialize, Serialize};
@@ -118,9 +119,10 @@ fn store_error(e: StoreError) -> ApiError {
 pub async fn list_canned_replies(
     State(state): State<AppState>,
     principal: Principal,
-    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
 ) -> ApiResult<Json<Page<CannedReplyOut>>> {
     principal.require(Scope::CannedRepliesRead)?;
+    let QueryParams(pairs) = pairs?;
     let page = ListQuery::parse(pairs, &["limit", "cursor"])?.page()?;
     let rows = state
         .store
@@ -147,9 +149,10 @@ pub async fn list_canned_replies(
 pub async fn create_canned_reply(
     State(state): State<AppState>,
     principal: Principal,
-    JsonBody(body): JsonBody<CannedReplyRequest>,
+    body: Result<JsonBody<CannedReplyRequest>, ApiError>,
 ) -> ApiResult<(StatusCode, Json<CannedReplyOut>)> {
     principal.require(Scope::CannedRepliesWrite)?;
+    let JsonBody(body) = body?;
     let mut errors = ValidationErrors::new();
     let shortcut = match body.shortcut.as_deref() {
         Some(s) => check_shortcut(&mut errors, s),
@@ -202,9 +205,10 @@ pub async fn update_canned_reply(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<String>,
-    JsonBody(body): JsonBody<CannedReplyRequest>,
+    body: Result<JsonBody<CannedReplyRequest>, ApiError>,
 ) -> ApiResult<Json<CannedReplyOut>> {
     principal.require(Scope::CannedRepliesWrite)?;
+    let JsonBody(body) = body?;
     let uuid = path_uuid(&id, "The canned reply")?;
     let mut errors = ValidationErrors::new();
     if body.shortcut.is_none() && body.text.is_none() {

@@ -7,9 +7,10 @@
 //! phone, name and Telegram chat; it leaves its groups, lookups no longer find it, sends to its
 //! UUID are refused, and a new contact (or a send by phone) can take the phone again.
 
+use crate::http::path::Path;
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use serde::Deserialize;
@@ -111,9 +112,10 @@ pub struct ContactsParams {
 pub async fn list_contacts(
     State(state): State<AppState>,
     principal: Principal,
-    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
 ) -> ApiResult<Json<Page<ContactOut>>> {
     principal.require(Scope::ContactsRead)?;
+    let QueryParams(pairs) = pairs?;
     let q = ListQuery::parse(pairs, &["limit", "cursor", "phone", "name"])?;
     let page = q.page()?;
     let phone = q.parsed("phone", |p| Phone::parse(p).map_err(|e| e.to_string()))?;
@@ -159,9 +161,10 @@ pub async fn list_contacts(
 pub async fn create_contact(
     State(state): State<AppState>,
     principal: Principal,
-    JsonBody(body): JsonBody<CreateContactRequest>,
+    body: Result<JsonBody<CreateContactRequest>, ApiError>,
 ) -> ApiResult<(StatusCode, Json<ContactOut>)> {
     principal.require(Scope::ContactsWrite)?;
+    let JsonBody(body) = body?;
     let mut errors = ValidationErrors::new();
     let phone = match body.phone.as_deref() {
         Some(p) => parse_phone(&mut errors, p),
@@ -248,9 +251,10 @@ pub async fn update_contact(
     State(state): State<AppState>,
     principal: Principal,
     Path(uuid): Path<String>,
-    JsonBody(body): JsonBody<UpdateContactRequest>,
+    body: Result<JsonBody<UpdateContactRequest>, ApiError>,
 ) -> ApiResult<Json<ContactOut>> {
     principal.require(Scope::ContactsWrite)?;
+    let JsonBody(body) = body?;
     let uuid = path_uuid(&uuid, "The contact")?;
     let mut errors = ValidationErrors::new();
     let phone = body

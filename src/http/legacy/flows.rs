@@ -5,10 +5,11 @@
 //! provider, service window, events), in the `sends` rate-limit class, honouring an
 //! `Idempotency-Key` header when present; the answer is the send response (201).
 
+use crate::http::path::Path;
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};

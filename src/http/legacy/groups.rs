@@ -2,9 +2,10 @@
 //! `GET/POST/DELETE /api/groups/{id}/contacts` (`groups:read` / `groups:write`). A group is
 //! addressed by its UUID. Membership changes are `group.updated` events.
 
+use crate::http::path::Path;
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
@@ -137,9 +138,10 @@ pub struct PageParams {
 pub async fn list_groups(
     State(state): State<AppState>,
     principal: Principal,
-    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
 ) -> ApiResult<Json<Page<GroupOut>>> {
     principal.require(Scope::GroupsRead)?;
+    let QueryParams(pairs) = pairs?;
     let page = ListQuery::parse(pairs, &["limit", "cursor"])?.page()?;
     let rows = state
         .store
@@ -166,9 +168,10 @@ pub async fn list_groups(
 pub async fn create_group(
     State(state): State<AppState>,
     principal: Principal,
-    JsonBody(body): JsonBody<GroupRequest>,
+    body: Result<JsonBody<GroupRequest>, ApiError>,
 ) -> ApiResult<(StatusCode, Json<GroupOut>)> {
     principal.require(Scope::GroupsWrite)?;
+    let JsonBody(body) = body?;
     let name = group_name(body.name.as_deref())?;
     let now = state.clock.now();
     let g = state
@@ -255,9 +258,10 @@ pub async fn list_members(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<String>,
-    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
 ) -> ApiResult<Json<Page<ContactOut>>> {
     principal.require(Scope::GroupsRead)?;
+    let QueryParams(pairs) = pairs?;
     let page = ListQuery::parse(pairs, &["limit", "cursor"])?.page()?;
     let g = find(&state, &principal, &id).await?;
     let rows = state
@@ -288,9 +292,10 @@ pub async fn update_group(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<String>,
-    JsonBody(body): JsonBody<GroupRequest>,
+    body: Result<JsonBody<GroupRequest>, ApiError>,
 ) -> ApiResult<Json<GroupOut>> {
     principal.require(Scope::GroupsWrite)?;
+    let JsonBody(body) = body?;
     let uuid = path_uuid(&id, "The group")?;
     let name = group_name(body.name.as_deref())?;
     let now = state.clock.now();
@@ -391,7 +396,6 @@ async fn change_members(
     body: MembersRequest,
     add: bool,
 ) -> ApiResult<Json<GroupOut>> {
-    principal.require(Scope::GroupsWrite)?;
     let uuid = path_uuid(&id, "The group")?;
     let contacts = contact_uuids(body.contact_uuids.as_deref(), "contact_uuids")?;
     let now = state.clock.now();
@@ -443,8 +447,10 @@ pub async fn add_members(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<String>,
-    JsonBody(body): JsonBody<MembersRequest>,
+    body: Result<JsonBody<MembersRequest>, ApiError>,
 ) -> ApiResult<Json<GroupOut>> {
+    principal.require(Scope::GroupsWrite)?;
+    let JsonBody(body) = body?;
     change_members(state, principal, id, body, true).await
 }
 
@@ -468,8 +474,10 @@ pub async fn remove_members(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<String>,
-    JsonBody(body): JsonBody<MembersRequest>,
+    body: Result<JsonBody<MembersRequest>, ApiError>,
 ) -> ApiResult<Json<GroupOut>> {
+    principal.require(Scope::GroupsWrite)?;
+    let JsonBody(body) = body?;
     change_members(state, principal, id, body, false).await
 }
 

@@ -15,7 +15,7 @@ use axum::routing::{get, post};
 
 use crate::http::auth::Principal;
 use crate::http::channels::{self, ChannelOut};
-use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::initiation::CatalogSendResponse;
 use crate::http::json::RawJson;
 use crate::http::messages::{
@@ -165,7 +165,7 @@ pub async fn send_template(
 pub async fn list_messages(
     state: State<AppState>,
     principal: Principal,
-    query: QueryParams<HistoryQuery>,
+    query: Result<QueryParams<HistoryQuery>, ApiError>,
 ) -> ApiResult<axum::Json<Page<MessageOut>>> {
     messages::list_messages(state, principal, query).await
 }

@@ -10,9 +10,10 @@
 //! (`/webhook-deliveries?endpoint_uuid={id}`). `/webhook-endpoints` does not show records, and
 //! these routes do not show endpoints (404 across).
 
+use crate::http::path::Path;
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
@@ -22,7 +23,7 @@ use uuid::Uuid;
 use crate::domain::Timestamp;
 use crate::domain::scope::Scope;
 use crate::http::auth::Principal;
-use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::json::JsonBody;
 use crate::http::pagination::Page;
 use crate::http::query::QueryParams;
@@ -93,8 +94,10 @@ pub struct LegacyWebhookRequest {
 pub async fn list_records(
     State(state): State<AppState>,
     principal: Principal,
-    QueryParams(q): QueryParams<PageParams>,
+    q: Result<QueryParams<PageParams>, ApiError>,
 ) -> ApiResult<Json<Page<LegacyWebhookOut>>> {
+    principal.require(Scope::WebhooksRead)?;
+    let QueryParams(q) = q?;
     Ok(Json(
         super::super::webhooks::endpoint_page(&state, &principal, &q, true)
             .await?
@@ -121,9 +124,10 @@ pub async fn list_records(
 pub async fn create_record(
     State(state): State<AppState>,
     principal: Principal,
-    JsonBody(body): JsonBody<LegacyWebhookRequest>,
+    body: Result<JsonBody<LegacyWebhookRequest>, ApiError>,
 ) -> ApiResult<Response> {
     principal.require(Scope::WebhooksWrite)?;
+    let JsonBody(body) = body?;
     let record = ops::create_legacy_record(
         &deps(&state),
         principal.org_id,
