@@ -356,6 +356,26 @@ fn id_text(v: Option<&Value>) -> Option<String> {
     }
 }
 
+/// A chat id as Telegram sends it: an integer (also accepted as a string of one).
+fn chat_id_of(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::Number(n) => n.as_i64().map(|n| n.to_string()),
+        Value::String(s) => s.parse::<i64>().ok().map(|n| n.to_string()),
+        _ => None,
+    }
+}
+
+/// Whether an update's chat is a one-to-one chat with a person: groups, supergroups and
+/// channels are not contacts (a reply would go to everyone in them), nor are other bots.
+fn private_chat_with_a_person(chat: Option<&Value>, from: Option<&Value>) -> bool {
+    let chat_type = chat.and_then(|c| c.get("type")).and_then(Value::as_str);
+    let is_bot = from
+        .and_then(|f| f.get("is_bot"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    matches!(chat_type, None | Some("private")) && !is_bot
+}
+
 fn sender_name(from: Option<&Value>) -> Option<String> {
     let from = from?;
     let first = from.get("first_name").and_then(Value::as_str).unwrap_or("");
@@ -417,8 +437,9 @@ fn message_content(m: &Value) -> (MessageType, Value) {
     )
 }
 
-/// Reads a Telegram `Update`: a private `message`, or a `callback_query` (an inline button
-/// press). Other updates are skipped.
+/// Reads a Telegram `Update`: a `message` in a private chat with a person, or a
+/// `callback_query` (an inline button press) from one. Other updates (group, supergroup and
+/// channel messages, messages from bots, edits, ...) are skipped.
 pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
     let update: Value = serde_json::from_slice(body)
         .map_err(|_| InboundError::Malformed("the body is not JSON".into()))?;
@@ -429,10 +450,12 @@ pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
     }
     let mut out = ParsedCallback::default();
     if let Some(m) = update.get("message") {
-        let chat_id = id_text(m.pointer("/chat/id"));
+        let chat_id = chat_id_of(m.pointer("/chat/id"));
         let message_id = id_text(m.get("message_id"));
         match (chat_id, message_id) {
-            (Some(chat_id), Some(message_id)) => {
+            (Some(chat_id), Some(message_id))
+                if private_chat_with_a_person(m.get("chat"), m.get("from")) =>
+            {
                 let (message_type, mut content) = message_content(m);
                 strip_nul(&mut content);
                 out.messages.push(ParsedInbound {
@@ -448,10 +471,12 @@ pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
         }
     } else if let Some(q) = update.get("callback_query") {
         let chat_id =
-            id_text(q.pointer("/message/chat/id")).or_else(|| id_text(q.pointer("/from/id")));
+            chat_id_of(q.pointer("/message/chat/id")).or_else(|| chat_id_of(q.pointer("/from/id")));
         let query_id = id_text(q.get("id"));
         match (chat_id, query_id) {
-            (Some(chat_id), Some(query_id)) => {
+            (Some(chat_id), Some(query_id))
+                if private_chat_with_a_person(q.pointer("/message/chat"), q.get("from")) =>
+            {
                 let data = q.get("data").and_then(Value::as_str).unwrap_or("");
                 let mut content = json!({ "type": "button_reply", "button_reply": { "id": data } });
                 strip_nul(&mut content);
@@ -614,6 +639,22 @@ mod tests {
         assert_eq!(press.messages[0].message_type, MessageType::Interactive);
         let other = parse_update(br#"{"update_id":4,"edited_message":{}}"#).unwrap();
         assert_eq!((other.messages.len(), other.skipped), (0, 1));
+        // Groups, supergroups, channels, bots and chat ids that are not numbers are skipped.
+        for update in [
+            r#"{"update_id":5,"message":{"message_id":9,"chat":{"id":-1009999,"type":"supergroup"},"from":{"id":7,"is_bot":false},"text":"hi"}}"#,
+            r#"{"update_id":6,"message":{"message_id":9,"chat":{"id":-42,"type":"group"},"from":{"id":7},"text":"hi"}}"#,
+            r#"{"update_id":7,"message":{"message_id":9,"chat":{"id":7,"type":"private"},"from":{"id":7,"is_bot":true},"text":"hi"}}"#,
+            r#"{"update_id":8,"message":{"message_id":9,"chat":{"id":"abc","type":"private"},"text":"hi"}}"#,
+            r#"{"update_id":9,"callback_query":{"id":"1","from":{"id":7},"message":{"chat":{"id":-5,"type":"supergroup"}},"data":"x"}}"#,
+        ] {
+            let p = parse_update(update.as_bytes()).unwrap();
+            assert_eq!((p.messages.len(), p.skipped), (0, 1), "{update}");
+        }
+        let as_string = parse_update(
+            br#"{"update_id":10,"message":{"message_id":9,"chat":{"id":"42","type":"private"},"text":"hi"}}"#,
+        )
+        .unwrap();
+        assert_eq!(as_string.messages[0].provider_message_id, "42:9");
         assert!(parse_update(b"[]").is_err());
     }
 }
