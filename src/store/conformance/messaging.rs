@@ -24,6 +24,7 @@ conformance!(
     idempotency_purge_is_batched,
     concurrent_sends_share_one_contact_and_conversation,
     concurrent_claims_have_one_winner,
+    a_reused_provider_id_does_not_lose_the_sent_message,
 );
 
 fn phone(s: &str) -> Phone {
@@ -1006,4 +1007,33 @@ async fn concurrent_claims_have_one_winner(s: SharedStore) {
         }
     }
     assert_eq!(winners, 1);
+}
+
+/// A provider that answers with a message id the channel already has (a Telegram bot replaced
+/// by another numbers its messages from 1 again): the message was sent, so it is recorded,
+/// without the id, with its events, instead of failing after the provider call.
+async fn a_reused_provider_id_does_not_lose_the_sent_message(s: SharedStore) {
+    let f = fixture(&s).await;
+    let to = RecipientRef::Phone(phone("+4915123456789"));
+    let with_id = |at: i64| NewOutbound {
+        provider_message_id: Some("555001:1".into()),
+        ..outbound(&f, to.clone(), ConversationPolicy::OpenOrContinue, at)
+    };
+    let first = s
+        .record_outbound(with_id(1), None, Box::new(sent_event))
+        .await
+        .unwrap();
+    assert_eq!(
+        first.message.provider_message_id.as_deref(),
+        Some("555001:1")
+    );
+    let second = s
+        .record_outbound(with_id(2), None, Box::new(sent_event))
+        .await
+        .unwrap();
+    assert_eq!(second.message.provider_message_id, None);
+    assert_ne!(second.message.id, first.message.id);
+    let events = s.list_outbox_events(f.org, 100).await.unwrap();
+    let sent = events.iter().filter(|e| e.name == "message.sent").count();
+    assert_eq!(sent, 2, "both sends emitted message.sent");
 }

@@ -475,25 +475,46 @@ impl Backend {
                 false,
             ),
         };
-        let id = insert_message(
-            &mut tx,
-            new.uuid,
-            new.org_id,
-            new.channel_id,
-            contact.id,
-            conversation.as_ref().map(|c| c.id),
-            new.api_key_id,
-            Direction::Outbound,
-            new.message_type,
-            new.status,
-            &new.content,
-            new.provider_message_id.as_deref(),
-            new.error.as_ref(),
-            new.now,
-            new.now,
-        )
-        .await?
-        .ok_or_else(|| StoreError::UniqueViolation(Some("messages_channel_provider_id".into())))?;
+        let mut provider_message_id = new.provider_message_id.as_deref();
+        let id = loop {
+            let inserted = insert_message(
+                &mut tx,
+                new.uuid,
+                new.org_id,
+                new.channel_id,
+                contact.id,
+                conversation.as_ref().map(|c| c.id),
+                new.api_key_id,
+                Direction::Outbound,
+                new.message_type,
+                new.status,
+                &new.content,
+                provider_message_id,
+                new.error.as_ref(),
+                new.now,
+                new.now,
+            )
+            .await?;
+            match (inserted, provider_message_id) {
+                (Some(id), _) => break id,
+                // The provider accepted the message but gave an id this channel already has
+                // (a Telegram bot replaced by another numbers its messages from 1 again): the
+                // message was sent, so it is recorded, without the id, rather than lost.
+                (None, Some(_)) => {
+                    tracing::warn!(
+                        channel_id = new.channel_id,
+                        message_uuid = %new.uuid,
+                        "the provider's message id is already recorded on this channel; the message is recorded without it"
+                    );
+                    provider_message_id = None;
+                }
+                (None, None) => {
+                    return Err(StoreError::UniqueViolation(Some(
+                        "messages_channel_provider_id".into(),
+                    )));
+                }
+            }
+        };
         if let Some(consent_id) = consent_id {
             sqlx::query("UPDATE messages SET consent_id = $1 WHERE id = $2")
                 .bind(consent_id)
