@@ -248,7 +248,10 @@ impl ApiError {
         Self::new(
             StatusCode::TOO_MANY_REQUESTS,
             "rate_limited",
-            format!("Rate limit exceeded for {policy}; retry after {retry_after_secs} seconds."),
+            format!(
+                "Rate limit exceeded for {policy}; retry after {retry_after_secs} second{}.",
+                if retry_after_secs == 1 { "" } else { "s" }
+            ),
         )
         .with_details(json!({ "policy": policy, "retry_after": retry_after_secs }))
         .with_header(RETRY_AFTER, &retry_after_secs.to_string())
