@@ -68,9 +68,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Principal {
 
 /// Extracts the bearer token. `Ok(None)` when no credentials were sent.
 fn bearer_token(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    let Some(value) = headers.get(AUTHORIZATION) else {
+    let mut all = headers.get_all(AUTHORIZATION).iter();
+    let Some(value) = all.next() else {
         return Ok(None);
     };
+    if all.next().is_some() {
+        return Err(ApiError::ambiguous_api_key());
+    }
     let value = value
         .to_str()
         .map_err(|_| ApiError::invalid_api_key())?
@@ -205,6 +209,12 @@ mod tests {
             "invalid_api_key"
         );
         assert_eq!(bearer_token(&HeaderMap::new()).unwrap(), None);
+        // Two Authorization headers: neither is chosen.
+        let mut two = HeaderMap::new();
+        two.append(AUTHORIZATION, HeaderValue::from_static("Bearer a"));
+        two.append(AUTHORIZATION, HeaderValue::from_static("Bearer b"));
+        let e = bearer_token(&two).unwrap_err();
+        assert_eq!((e.status.as_u16(), e.code), (401, "invalid_api_key"));
     }
 
     proptest! {

@@ -124,6 +124,15 @@ impl ApiError {
         Self::unauthorized("invalid_api_key", "The API key is not valid.", true)
     }
 
+    /// Two or more `Authorization` headers: which one counts would be a guess.
+    pub fn ambiguous_api_key() -> Self {
+        Self::unauthorized(
+            "invalid_api_key",
+            "Send exactly one Authorization header.",
+            true,
+        )
+    }
+
     pub fn expired_api_key() -> Self {
         Self::unauthorized("expired_api_key", "The API key has expired.", true)
     }
