@@ -204,6 +204,21 @@ async fn endpoints_lifecycle(s: SharedStore) {
     assert_eq!(updated.url, e.url);
     assert_eq!(updated.headers, e.headers);
     assert_eq!(updated.updated_at, t(20));
+    // A patch of nothing, or of the current values, changes nothing, not even updated_at.
+    for patch in [
+        EndpointPatch::default(),
+        EndpointPatch {
+            name: Some("Renamed".into()),
+            status: Some(EndpointStatus::Active),
+            ..Default::default()
+        },
+    ] {
+        let same = s
+            .update_endpoint(org.id, e.uuid, patch, t(25), no_effects())
+            .await
+            .unwrap();
+        assert_eq!(same, updated);
+    }
     // Disabling and re-enabling.
     let disabled = s
         .update_endpoint(

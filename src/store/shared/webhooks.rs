@@ -854,6 +854,17 @@ impl WebhookStore for Backend {
                 old.consecutive_failures,
             ),
         };
+        // `updated_at` moves only when something changed (a PUT of nothing, or of the current
+        // values, leaves the endpoint as it was).
+        let changed = name != old.name
+            || url != old.url
+            || events != old.events
+            || headers != old.headers
+            || secret != old.sealed_secret
+            || status != old.status
+            || reason != old.disabled_reason
+            || failures != old.consecutive_failures;
+        let updated_at = if changed { now } else { old.updated_at };
         sqlx::query(
             "UPDATE webhook_endpoints SET name = $1, url = $2, events = $3, headers = $4, signing_secret = $5,
                     status = $6, disabled_reason = $7, disabled_at = $8, consecutive_failures = $9, updated_at = $10
@@ -868,7 +879,7 @@ impl WebhookStore for Backend {
         .bind(&reason)
         .bind(disabled_at)
         .bind(failures)
-        .bind(now)
+        .bind(updated_at)
         .bind(old.id)
         .execute(&mut *tx)
         .await?;
