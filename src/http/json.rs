@@ -239,6 +239,24 @@ fn nul_path(v: &serde_json::Value, at: String) -> Option<String> {
     }
 }
 
+/// serde's wording of what was expected ("expected i64", "expected struct Template") in the
+/// terms of JSON, for the people who read the message.
+fn in_json_terms(issue: &str) -> String {
+    let Some((head, expected)) = issue.rsplit_once(", expected ") else {
+        return issue.to_owned();
+    };
+    let expected = match expected {
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" | "u8" | "u16" | "u32" | "u64" | "u128"
+        | "usize" => "a whole number",
+        "f32" | "f64" => "a number",
+        "a sequence" => "an array",
+        "a map" => "an object",
+        e if e.starts_with("struct ") => "an object",
+        e => e,
+    };
+    format!("{head}, expected {expected}")
+}
+
 /// A 422 for JSON of the wrong shape, naming the field.
 fn shape_error(path: &str, e: &serde_json::Error) -> ApiError {
     // serde's messages end with " at line L column C"; drop that part.
@@ -247,6 +265,7 @@ fn shape_error(path: &str, e: &serde_json::Error) -> ApiError {
         .rsplit_once(" at line ")
         .map(|(m, _)| m.to_owned())
         .unwrap_or(full);
+    let issue = in_json_terms(&issue);
     let mut field = if path == "." || path.is_empty() {
         String::new()
     } else {
@@ -321,7 +340,17 @@ mod tests {
     fn shape_errors_are_422_with_the_field() {
         let (c, d) = code(b"{\"count\": \"one\"}");
         assert_eq!(c, "validation_failed");
-        assert_eq!(d.unwrap()["fields"][0]["field"], "count");
+        let d = d.unwrap();
+        assert_eq!(d["fields"][0]["field"], "count");
+        assert_eq!(
+            d["fields"][0]["issue"],
+            "invalid type: string \"one\", expected a whole number"
+        );
+        let (_, d) = code(b"{\"count\": 1, \"inner\": 5}");
+        assert_eq!(
+            d.unwrap()["fields"][0]["issue"],
+            "invalid type: integer `5`, expected an object"
+        );
         let (c, d) = code(b"{\"count\": 99999999999999999999999}");
         assert_eq!(c, "validation_failed");
         assert_eq!(d.unwrap()["fields"][0]["field"], "count");

@@ -15,9 +15,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T>
         Query::<T>::try_from_uri(&parts.uri)
             .map(|Query(v)| QueryParams(v))
             .map_err(|e| {
+                let text = e.body_text();
+                let reason = text
+                    .strip_prefix("Failed to deserialize query string: ")
+                    .unwrap_or(&text);
                 ApiError::invalid_request(
                     "query",
-                    format!("The query string is not valid: {}", e.body_text()),
+                    format!("The query string is not valid: {reason}."),
                 )
             })
     }
