@@ -207,6 +207,21 @@ async fn groups_and_memberships(s: SharedStore) {
     };
     assert_eq!((group.member_count, changed), (2, 2));
     assert_eq!(s.list_group_members(g.id, page(10)).await.unwrap().len(), 2);
+    // Removing counts only the members removed; adding them back restores the group.
+    let c = contact(&s, org.id, "+4915123456782", None, 6).await;
+    let out = s
+        .change_group_members(org.id, g.uuid, &[a, b, c], false, t(6), no_effects())
+        .await
+        .unwrap();
+    let MembershipOutcome::Changed { group, changed } = out else {
+        panic!("changed")
+    };
+    assert_eq!((group.member_count, changed), (0, 2));
+    let out = s
+        .change_group_members(org.id, g.uuid, &[b, a], true, t(6), no_effects())
+        .await
+        .unwrap();
+    assert!(matches!(out, MembershipOutcome::Changed { changed: 2, .. }));
     s.delete_contact(org.id, a, t(7), no_effects())
         .await
         .unwrap();

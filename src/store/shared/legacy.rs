@@ -1,3 +1,4 @@
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -8,7 +9,7 @@ use uuid::Uuid;
 
 use super::messages::{Conn, ContactRow, SELECT_CONTACTS, fetch_contact};
 use super::templates::{SELECT_TEMPLATES, TemplateRow};
-use super::{Backend, Db, dialect};
+use super::{Backend, Db, IN_LIST_CHUNK, dialect, push_in_list};
 use crate::domain::Timestamp;
 use crate::domain::contact::Contact;
 use crate::domain::template::TemplateStatus;
@@ -375,16 +376,12 @@ impl LegacyStore for Backend {
             return Ok(Vec::new());
         }
         let mut out = Vec::with_capacity(uuids.len());
-        for chunk in uuids.chunks(500) {
+        for chunk in uuids.chunks(IN_LIST_CHUNK) {
             let mut qb = QueryBuilder::<Db>::new(SELECT_CONTACTS);
             qb.push(" WHERE deleted_at IS NULL AND org_id = ")
                 .push_bind(org_id)
-                .push(" AND uuid IN (");
-            let mut sep = qb.separated(", ");
-            for u in chunk {
-                sep.push_bind(*u);
-            }
-            qb.push(")");
+                .push(" AND uuid");
+            push_in_list(&mut qb, chunk);
             let rows: Vec<ContactRow> = qb.build_query_as().fetch_all(self.reader()).await?;
             out.extend(rows.into_iter().map(Contact::from));
         }
@@ -493,45 +490,44 @@ impl LegacyStore for Backend {
     ) -> StoreResult<MembershipOutcome> {
         let mut tx = self.begin().await?;
         let group = group_tx(&mut tx, org_id, uuid).await?;
-        let mut unknown = Vec::new();
-        let mut ids = Vec::new();
-        for u in contacts {
-            let id: Option<i64> = sqlx::query_scalar(
-                "SELECT id FROM contacts WHERE uuid = $1 AND org_id = $2 AND deleted_at IS NULL",
-            )
-            .bind(*u)
-            .bind(org_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            match id {
-                Some(id) => ids.push(id),
-                None => unknown.push(*u),
-            }
+        // One statement per chunk of contacts, not one per contact: a change may name 1 000
+        // of them, inside a transaction on the single writer.
+        let mut found: HashMap<Uuid, i64> = HashMap::with_capacity(contacts.len());
+        for chunk in contacts.chunks(IN_LIST_CHUNK) {
+            let mut qb = QueryBuilder::<Db>::new("SELECT uuid, id FROM contacts WHERE org_id = ");
+            qb.push_bind(org_id)
+                .push(" AND deleted_at IS NULL AND uuid");
+            push_in_list(&mut qb, chunk);
+            let rows: Vec<(Uuid, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+            found.extend(rows);
         }
+        let unknown: Vec<Uuid> = contacts
+            .iter()
+            .filter(|u| !found.contains_key(u))
+            .copied()
+            .collect();
         if !unknown.is_empty() {
             tx.rollback().await?;
             return Ok(MembershipOutcome::UnknownContacts(unknown));
         }
+        let ids: Vec<i64> = contacts.iter().map(|u| found[u]).collect();
         let mut changed = 0i64;
-        for id in ids {
+        for chunk in ids.chunks(IN_LIST_CHUNK) {
             let done = if add {
-                sqlx::query(
-                    "INSERT INTO contact_group_members (group_id, contact_id, added_at) VALUES ($1, $2, $3)
-                     ON CONFLICT (group_id, contact_id) DO NOTHING",
-                )
-                .bind(group.id)
-                .bind(id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
+                let mut qb = QueryBuilder::<Db>::new(
+                    "INSERT INTO contact_group_members (group_id, contact_id, added_at) ",
+                );
+                qb.push_values(chunk, |mut row, id| {
+                    row.push_bind(group.id).push_bind(*id).push_bind(now);
+                });
+                qb.push(" ON CONFLICT (group_id, contact_id) DO NOTHING");
+                qb.build().execute(&mut *tx).await?
             } else {
-                sqlx::query(
-                    "DELETE FROM contact_group_members WHERE group_id = $1 AND contact_id = $2",
-                )
-                .bind(group.id)
-                .bind(id)
-                .execute(&mut *tx)
-                .await?
+                let mut qb =
+                    QueryBuilder::<Db>::new("DELETE FROM contact_group_members WHERE group_id = ");
+                qb.push_bind(group.id).push(" AND contact_id");
+                push_in_list(&mut qb, chunk);
+                qb.build().execute(&mut *tx).await?
             };
             changed += done.rows_affected() as i64;
         }

@@ -23,3 +23,21 @@ pub(super) use super::{Backend, Db, dialect};
 
 pub(crate) use events::write_effects_tx;
 pub(crate) use system::bump_config_generation;
+
+/// The most values bound in one `IN (...)` list (SQLite allows 32 766 parameters per
+/// statement, PostgreSQL 65 535; a statement's other parameters stay well within the rest).
+pub(super) const IN_LIST_CHUNK: usize = 500;
+
+/// Appends ` IN ($1, $2, ...)` with `values` bound (the caller keeps lists within
+/// [`IN_LIST_CHUNK`]).
+pub(super) fn push_in_list<'a, T>(qb: &mut sqlx::QueryBuilder<'a, Db>, values: &[T])
+where
+    T: 'a + Copy + sqlx::Encode<'a, Db> + sqlx::Type<Db>,
+{
+    qb.push(" IN (");
+    let mut sep = qb.separated(", ");
+    for v in values {
+        sep.push_bind(*v);
+    }
+    sep.push_unseparated(")");
+}

@@ -2,7 +2,7 @@ use async_trait::async_trait;
 use sqlx::QueryBuilder;
 use uuid::Uuid;
 
-use super::{Backend, Db, dialect};
+use super::{Backend, Db, dialect, push_in_list};
 use crate::domain::Timestamp;
 use crate::domain::permission::{OverrideEffect, Overrides, Permission, Role};
 use crate::domain::user::MembershipStatus;
@@ -95,13 +95,10 @@ where
         return Ok(Vec::new());
     }
     let mut q: QueryBuilder<Db> = QueryBuilder::new(
-        "SELECT membership_id, permission, effect FROM membership_permissions WHERE membership_id IN (",
+        "SELECT membership_id, permission, effect FROM membership_permissions WHERE membership_id",
     );
-    let mut list = q.separated(", ");
-    for id in membership_ids {
-        list.push_bind(*id);
-    }
-    q.push(") ORDER BY membership_id, permission");
+    push_in_list(&mut q, membership_ids);
+    q.push(" ORDER BY membership_id, permission");
     Ok(q.build_query_as().fetch_all(conn).await?)
 }
 

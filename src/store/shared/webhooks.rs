@@ -9,7 +9,7 @@ use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Backend, Db, dialect};
+use super::{Backend, Db, dialect, push_in_list};
 use crate::domain::Timestamp;
 use crate::domain::channel::ChannelIdentity;
 use crate::domain::event::{Actor, Effects, NewEvent};
@@ -388,15 +388,6 @@ async fn notify_deliveries(conn: &mut Conn) -> StoreResult<()> {
 }
 
 /// Pushes `IN ($a, $b, ...)` for a non-empty list.
-fn push_in_list(qb: &mut QueryBuilder<'_, Db>, ids: &[i64]) {
-    qb.push(" IN (");
-    let mut sep = qb.separated(", ");
-    for id in ids {
-        sep.push_bind(*id);
-    }
-    sep.push_unseparated(")");
-}
-
 #[derive(sqlx::FromRow)]
 struct CandidateRow {
     id: i64,
