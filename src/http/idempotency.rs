@@ -136,6 +136,28 @@ where
 
 /// Runs `work` under the idempotency rules for `key` (without a key: just runs it). `work`
 /// receives the claim to complete in its own transaction, if it can.
+/// [`run`] for a POST whose `Idempotency-Key` is read from `headers` (`required` on the v1
+/// send paths, optional on the legacy ones); a malformed or missing required key is answered
+/// here.
+pub async fn run_post<W, Fut>(
+    state: &AppState,
+    principal: &Principal,
+    headers: &HeaderMap,
+    required: bool,
+    path: &str,
+    body: &[u8],
+    work: W,
+) -> Response
+where
+    W: FnOnce(Option<ClaimToken>) -> Fut,
+    Fut: Future<Output = Response> + Send + 'static,
+{
+    match read_key(headers, required) {
+        Ok(key) => run(state, principal, key, &Method::POST, path, body, work).await,
+        Err(e) => e.into_response(),
+    }
+}
+
 pub async fn run<W, Fut>(
     state: &AppState,
     principal: &Principal,

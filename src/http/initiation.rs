@@ -4,14 +4,13 @@
 //! `ops::templates`; this module checks the body's shape and shapes the response, inside the
 //! same scope, idempotency and rate-limit frame as every send (`messages::send_frame`).
 
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::domain::ValidationErrors;
 use crate::domain::contact::validate_contact_name;
 use crate::domain::template::parse_request_template;
-use crate::ops::messages::{SendContext, SendError, SendResponse};
+use crate::ops::messages::SendResponse;
 use crate::ops::templates::{
     CatalogCompletion, CatalogExtra, CatalogMode, CatalogRequest, CatalogSendInput, ConsentOut,
     TemplateOut, send_catalog,
@@ -21,9 +20,9 @@ use crate::store::{ClaimToken, Recorded, StoredResponse};
 
 use super::auth::Principal;
 use super::error::ApiError;
-use super::idempotency::{self, ClaimLost};
 use super::messages::{
-    Addressing, SendPlan, SendTemplateRequest, addressing, send_error, stored_response,
+    Addressing, SendPlan, SendTemplateRequest, addressing, send_context, send_error, send_outcome,
+    stored_response,
 };
 use super::state::AppState;
 
@@ -153,13 +152,6 @@ pub async fn perform(
     plan: CatalogPlan,
     token: Option<ClaimToken>,
 ) -> Response {
-    let ctx = SendContext {
-        store: state.store.as_ref(),
-        secrets: &state.secrets,
-        clock: state.clock.as_ref(),
-        providers: &state.providers,
-        cache: &state.config_cache,
-    };
     let input = CatalogSendInput {
         mode: plan.mode,
         org_id: principal.org_id,
@@ -179,29 +171,11 @@ pub async fn perform(
         respond: Box::new(catalog_response),
     });
     let recorded = completion.is_some();
-    let mark = |mut r: Response| {
-        if recorded {
-            r.extensions_mut().insert(idempotency::Recorded);
-        }
-        r
-    };
-    match send_catalog(&ctx, input, completion).await {
-        Ok(sent) => {
-            let stored = catalog_response(&sent.recorded, &sent.extra, None);
-            mark(idempotency::json_response(StatusCode::CREATED, stored.body))
-        }
-        Err(SendError::ProviderRejected { recorded: r, error }) => {
-            let stored = stored_response(&r, Some(&error));
-            mark(idempotency::json_response(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                stored.body,
-            ))
-        }
-        Err(SendError::LostClaim) => {
-            let mut r = ApiError::idempotency_in_progress().into_response();
-            r.extensions_mut().insert(ClaimLost);
-            r
-        }
-        Err(e) => send_error(e).into_response(),
-    }
+    let result = send_catalog(&send_context(&state), input, completion).await;
+    send_outcome(
+        result,
+        recorded,
+        |sent| catalog_response(&sent.recorded, &sent.extra, None).body,
+        |e| send_error(e).into_response(),
+    )
 }

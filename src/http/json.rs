@@ -102,14 +102,11 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             ))),
         };
     }
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    match serde_path_to_error::deserialize::<_, T>(de) {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    match serde_path_to_error::deserialize::<_, T>(&mut de) {
         Ok(v) => {
             // Trailing characters after the value are a syntax error too.
-            let mut de =
-                serde_json::Deserializer::from_slice(bytes).into_iter::<serde::de::IgnoredAny>();
-            de.next();
-            if de.next().is_some() {
+            if de.end().is_err() {
                 return Err(ApiError::malformed_json(
                     "The request body has characters after the JSON value.",
                 ));

@@ -5,7 +5,7 @@
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
@@ -29,7 +29,7 @@ use crate::store::{ClaimToken, HistoryCursor, MessageFilter, Recorded, StoredRes
 
 use super::auth::Principal;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorObject};
-use super::idempotency::{self, ClaimLost, IdempotencyKey};
+use super::idempotency::{self, ClaimLost};
 use super::initiation::CatalogSendResponse;
 use super::json::{RawJson, parse};
 use super::pagination::{Page, PageRequest};
@@ -403,21 +403,15 @@ where
     if let Err(e) = principal.require(Scope::MessagesWrite) {
         return e.into_response();
     }
-    let key: Option<IdempotencyKey> = match idempotency::read_key(&headers, idempotency_required) {
-        Ok(k) => k,
-        Err(e) => return e.into_response(),
-    };
-    let frame_state = state.clone();
-    let frame_principal = principal.clone();
-    let body_for_work = body.clone();
-    idempotency::run(
-        &frame_state,
-        &frame_principal,
-        key,
-        &Method::POST,
+    let (work_state, work_principal, work_body) = (state.clone(), principal.clone(), body.clone());
+    idempotency::run_post(
+        &state,
+        &principal,
+        &headers,
+        idempotency_required,
         path,
         &body,
-        move |token| perform::<T, F, R>(state, principal, body_for_work, token, prepare),
+        move |token| perform::<T, F, R>(work_state, work_principal, work_body, token, prepare),
     )
     .await
 }
@@ -505,29 +499,47 @@ pub(crate) async fn run_plain_send(
     token: Option<ClaimToken>,
     other: impl FnOnce(SendError) -> Response,
 ) -> Response {
-    let ctx = SendContext {
-        store: state.store.as_ref(),
-        secrets: &state.secrets,
-        clock: state.clock.as_ref(),
-        providers: &state.providers,
-        cache: &state.config_cache,
-    };
     let completion = token.map(|token| SendCompletion {
         token,
         respond: Box::new(stored_response),
     });
     let recorded = completion.is_some();
+    let result = crate::ops::messages::send(&send_context(state), input, completion).await;
+    send_outcome(result, recorded, |r| stored_response(r, None).body, other)
+}
+
+/// What a send needs from the application state.
+pub(crate) fn send_context(state: &AppState) -> SendContext<'_> {
+    SendContext {
+        store: state.store.as_ref(),
+        secrets: &state.secrets,
+        clock: state.clock.as_ref(),
+        providers: &state.providers,
+        cache: &state.config_cache,
+    }
+}
+
+/// Shapes a send's outcome (plain or catalog) for the idempotency layer: 201 with `created`'s
+/// body, a provider rejection's stored 422, `idempotency_in_progress` when the claim was lost;
+/// `other` shapes every other error. `recorded`: the idempotency claim was completed in the
+/// send's own transaction.
+pub(crate) fn send_outcome<T>(
+    result: Result<T, SendError>,
+    recorded: bool,
+    created: impl FnOnce(&T) -> Vec<u8>,
+    other: impl FnOnce(SendError) -> Response,
+) -> Response {
     let mark = |mut r: Response| {
         if recorded {
             r.extensions_mut().insert(idempotency::Recorded);
         }
         r
     };
-    match crate::ops::messages::send(&ctx, input, completion).await {
-        Ok(r) => {
-            let stored = stored_response(&r, None);
-            mark(idempotency::json_response(StatusCode::CREATED, stored.body))
-        }
+    match result {
+        Ok(sent) => mark(idempotency::json_response(
+            StatusCode::CREATED,
+            created(&sent),
+        )),
         Err(SendError::ProviderRejected { recorded: r, error }) => {
             let stored = stored_response(&r, Some(&error));
             mark(idempotency::json_response(

@@ -161,6 +161,25 @@ impl Checker {
     }
 }
 
+/// The log entry of a new endpoint or legacy record (`webhook_endpoint.created`): never its
+/// secret, nor its header values or the credentials of its URL.
+fn created_effects(e: &EndpointRecord, actor: Actor, now: crate::domain::Timestamp) -> Effects {
+    let mut details = json!({
+        "name": e.name,
+        "url": url_safety::redacted(&e.url),
+        "events": e.events,
+        "status": e.status,
+    });
+    if e.legacy {
+        details["legacy"] = json!(true);
+    } else {
+        details["header_names"] = json!(header_names(&e.headers));
+    }
+    Effects::none().log(wh_events::endpoint_log(
+        e.org_id, "created", e.uuid, actor, details, now,
+    ))
+}
+
 fn header_names(h: &BTreeMap<String, String>) -> Vec<&str> {
     h.keys().map(String::as_str).collect()
 }
@@ -242,22 +261,7 @@ pub async fn create_endpoint(
                 now,
                 legacy: false,
             },
-            Box::new(move |e| {
-                Effects::none().log(wh_events::endpoint_log(
-                    e.org_id,
-                    "created",
-                    e.uuid,
-                    actor,
-                    json!({
-                        "name": e.name,
-                        "url": url_safety::redacted(&e.url),
-                        "events": e.events,
-                        "header_names": header_names(&e.headers),
-                        "status": e.status,
-                    }),
-                    now,
-                ))
-            }),
+            Box::new(move |e| created_effects(e, actor, now)),
         )
         .await?;
     Ok((record, secret))
@@ -500,22 +504,7 @@ pub async fn create_legacy_record(
                 now,
                 legacy: true,
             },
-            Box::new(move |e| {
-                Effects::none().log(wh_events::endpoint_log(
-                    e.org_id,
-                    "created",
-                    e.uuid,
-                    actor,
-                    json!({
-                        "name": e.name,
-                        "url": url_safety::redacted(&e.url),
-                        "events": e.events,
-                        "legacy": true,
-                        "status": e.status,
-                    }),
-                    now,
-                ))
-            }),
+            Box::new(move |e| created_effects(e, actor, now)),
         )
         .await?;
     Ok(record)

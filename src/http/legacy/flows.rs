@@ -10,7 +10,7 @@ use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
@@ -142,22 +142,16 @@ pub async fn trigger_flow(
         Ok(u) => u,
         Err(e) => return e.into_response(),
     };
-    let key = match idempotency::read_key(&headers, false) {
-        Ok(k) => k,
-        Err(e) => return e.into_response(),
-    };
     let path = format!("/api/flows/{uuid}/trigger");
-    let frame_state = state.clone();
-    let frame_principal = principal.clone();
-    let body_for_work = body.clone();
-    idempotency::run(
-        &frame_state,
-        &frame_principal,
-        key,
-        &Method::POST,
+    let (work_state, work_principal, work_body) = (state.clone(), principal.clone(), body.clone());
+    idempotency::run_post(
+        &state,
+        &principal,
+        &headers,
+        false,
         &path,
         &body,
-        move |token| perform(state, principal, uuid, body_for_work, token),
+        move |token| perform(work_state, work_principal, uuid, work_body, token),
     )
     .await
 }
