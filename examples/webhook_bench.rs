@@ -34,8 +34,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use switchboard::app::Runtime;
 use switchboard::config::Config;
-use switchboard::domain::Timestamp;
-use switchboard::domain::event::{Actor, Effects, NewEvent};
+use switchboard_domain::Timestamp;
+use switchboard_domain::event::{Actor, Effects, NewEvent};
 use tokio::io::AsyncBufReadExt;
 
 #[derive(Default)]
@@ -178,7 +178,7 @@ async fn main() -> anyhow::Result<()> {
         switchboard::ops::keys::CreateKey {
             org_id: org.id,
             name: Some("bench".into()),
-            scopes: Some(switchboard::domain::scope::ScopeSet::Wildcard),
+            scopes: Some(switchboard_domain::scope::ScopeSet::Wildcard),
             expires_at: None,
             default_channel_id: None,
         },

@@ -8,15 +8,15 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::clock::{SharedClock, SystemClock};
 use crate::config::{Config, MasterKeySource, env_name};
 use crate::crypto::{MasterKey, SecretBox};
-use crate::domain::event::Actor;
-use crate::domain::scope::ScopeSet;
 use crate::http::rate_limit::RateLimiter;
 use crate::http::{AppInner, AppState};
 use crate::ops;
-use crate::store::{self, SharedStore};
+use switchboard_domain::clock::{SharedClock, SystemClock};
+use switchboard_domain::event::Actor;
+use switchboard_domain::scope::ScopeSet;
+use switchboard_store::{self as store, SharedStore};
 
 /// An opened, migrated database with its master key checked.
 #[derive(Clone)]
@@ -35,13 +35,15 @@ pub const MASTER_KEY_CHECK: &str = "master_key_check";
 impl Runtime {
     /// Connects, applies migrations and verifies the master key against the database.
     pub async fn open(config: Config) -> anyhow::Result<Runtime> {
-        let store = store::connect(&config).await.with_context(|| {
-            format!(
-                "{}: cannot open {}",
-                env_name("database_url"),
-                config.database_url.redacted()
-            )
-        })?;
+        let store = store::connect(&config.database_url, config.database_max_connections)
+            .await
+            .with_context(|| {
+                format!(
+                    "{}: cannot open {}",
+                    env_name("database_url"),
+                    config.database_url.redacted()
+                )
+            })?;
         store
             .migrate()
             .await
@@ -122,7 +124,7 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
             .map_err(anyhow::Error::msg)?,
         None => RateLimiter::local(rt.clock.clone()),
     };
-    let config_cache = std::sync::Arc::new(crate::cache::ConfigCache::default());
+    let config_cache = Arc::new(crate::cache::ConfigCache::default());
     let state = AppState::new(AppInner {
         config: rt.config.clone(),
         store: rt.store.clone(),
@@ -140,13 +142,13 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         seed_demo(&rt, addr).await?;
     }
     // Phone-number metadata loads lazily and slowly: load it now, off the request path.
-    tokio::task::spawn_blocking(crate::domain::phone::Phone::warm_up);
+    tokio::task::spawn_blocking(switchboard_domain::phone::Phone::warm_up);
 
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
     spawn_background(&rt, &limiter, &tasks, &shutdown);
     // The campaign worker of the legacy `/api/campaigns` route (leased recipient claims).
-    let campaigns = crate::ops::campaigns::CampaignWorker {
+    let campaigns = ops::campaigns::CampaignWorker {
         store: rt.store.clone(),
         secrets: rt.secrets.clone(),
         clock: rt.clock.clone(),
@@ -348,7 +350,7 @@ async fn seed_demo(rt: &Runtime, addr: std::net::SocketAddr) -> anyhow::Result<(
         rt.clock.as_ref(),
         ops::channels::CreateChannel {
             org_id: org.id,
-            channel_type: crate::domain::channel::ChannelType::Sandbox,
+            channel_type: switchboard_domain::channel::ChannelType::Sandbox,
             name: "Sandbox".into(),
             slug: Some("sandbox".into()),
             identifier: None,

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
-use crate::domain::api_key::KeyHash;
-use crate::domain::channel::Channel;
-use crate::store::{ApiKeyRecord, Store, StoreResult};
+use switchboard_domain::api_key::KeyHash;
+use switchboard_domain::channel::Channel;
+use switchboard_store::{ApiKeyRecord, Store, StoreResult};
 
 /// How often each instance reads the configuration generation.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(5);
@@ -141,7 +141,7 @@ impl ConfigCache {
 /// Polls the configuration generation until `stop` is cancelled.
 pub async fn run_poller(
     cache: Arc<ConfigCache>,
-    store: crate::store::SharedStore,
+    store: switchboard_store::SharedStore,
     stop: tokio_util::sync::CancellationToken,
 ) {
     let mut tick = tokio::time::interval(POLL_INTERVAL);
@@ -160,17 +160,17 @@ pub async fn run_poller(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::Timestamp;
-    use crate::domain::api_key;
-    use crate::domain::event::Effects;
-    use crate::store::{NewApiKey, SharedStore};
+    use switchboard_domain::Timestamp;
+    use switchboard_domain::api_key;
+    use switchboard_domain::event::Effects;
+    use switchboard_store::{NewApiKey, SharedStore};
 
     async fn store_with_key() -> (
-        crate::store::conformance::TestStore,
+        switchboard_store::testing::TestStore,
         api_key::GeneratedKey,
         i64,
     ) {
-        let t = crate::store::conformance::sqlite().await;
+        let t = switchboard_store::testing::sqlite().await;
         let org = t
             .store
             .create_org("Acme", Timestamp::from_millis(0))

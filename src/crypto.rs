@@ -20,10 +20,7 @@ const NONCE_LEN: usize = 24;
 const KEY_CHECK_AAD: &[u8] = b"switchboard.master_key_check";
 const KEY_CHECK_PLAINTEXT: &[u8] = b"switchboard master key check v1";
 
-/// Associated data for channel provider configurations.
-pub const AAD_PROVIDER_CONFIG: &[u8] = b"channel.provider_config";
-/// Associated data for webhook signing secrets.
-pub const AAD_SIGNING_SECRET: &[u8] = b"webhook_endpoint.signing_secret";
+pub use switchboard_domain::sealed::{AAD_PROVIDER_CONFIG, AAD_SIGNING_SECRET};
 
 /// The 32-byte master key.
 #[derive(Clone)]

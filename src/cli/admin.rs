@@ -9,13 +9,13 @@ use serde_json::{Value, json};
 
 use crate::app::Runtime;
 use crate::config::Config;
-use crate::domain::Timestamp;
-use crate::domain::channel::ChannelType;
-use crate::domain::event::Actor;
-use crate::domain::scope::ScopeSet;
 use crate::http::channels::ChannelOut;
 use crate::ops::{self, OpError};
-use crate::store::ApiKeyRecord;
+use switchboard_domain::Timestamp;
+use switchboard_domain::channel::ChannelType;
+use switchboard_domain::event::Actor;
+use switchboard_domain::scope::ScopeSet;
+use switchboard_store::ApiKeyRecord;
 
 #[derive(Args, Debug)]
 pub struct AdminArgs {
@@ -266,7 +266,7 @@ fn parse_json_arg(flag: &str, raw: Option<String>) -> Result<Option<Value>, OpEr
     .transpose()
 }
 
-fn channel_output(c: &crate::domain::channel::Channel, verb: &str) -> Output {
+fn channel_output(c: &switchboard_domain::channel::Channel, verb: &str) -> Output {
     Output {
         json: serde_json::to_value(ChannelOut::from(c)).expect("channels serialize"),
         text: format!(

@@ -5,11 +5,11 @@ use clap::Subcommand;
 
 use super::admin::Output;
 use crate::app::Runtime;
-use crate::domain::Timestamp;
-use crate::domain::message::MessageStatus;
 use crate::ops::messages::{ContactOut, MessageOut};
 use crate::ops::{self, OpError};
-use crate::store::MessageRecord;
+use switchboard_domain::Timestamp;
+use switchboard_domain::message::MessageStatus;
+use switchboard_store::MessageRecord;
 
 #[derive(Subcommand, Debug)]
 pub enum ContactCommand {

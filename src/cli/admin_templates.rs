@@ -6,10 +6,10 @@ use serde_json::{Value, json};
 
 use super::admin::Output;
 use crate::app::Runtime;
-use crate::domain::event::Actor;
 use crate::ops::templates::{CreateTemplate, TemplateOut, UpdateTemplate};
 use crate::ops::{self, OpError};
-use crate::store::TemplateRecord;
+use switchboard_domain::event::Actor;
+use switchboard_store::TemplateRecord;
 
 #[derive(Subcommand, Debug)]
 pub enum TemplateCommand {

@@ -4,12 +4,12 @@ use clap::{ArgGroup, Subcommand};
 use serde_json::json;
 
 use crate::app::Runtime;
-use crate::domain::event::Actor;
-use crate::domain::permission::{Permission, Role};
 use crate::http::users::UserOut;
 use crate::ops::users::{AddUser, PermissionChange};
 use crate::ops::{self, OpError};
-use crate::store::{Member, MemberQuery};
+use switchboard_domain::event::Actor;
+use switchboard_domain::permission::{Permission, Role};
+use switchboard_store::{Member, MemberQuery};
 
 use super::admin::Output;
 

@@ -13,9 +13,9 @@ use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::domain::api_key;
-use crate::domain::event::Actor;
-use crate::domain::scope::{Scope, ScopeSet};
+use switchboard_domain::api_key;
+use switchboard_domain::event::Actor;
+use switchboard_domain::scope::{Scope, ScopeSet};
 
 use super::error::ApiError;
 use super::rate_limit::LimitClass;

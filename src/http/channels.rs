@@ -7,8 +7,8 @@ use axum::routing::get;
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::domain::channel::{Channel, ChannelStatus, ChannelType};
-use crate::domain::scope::Scope;
+use switchboard_domain::channel::{Channel, ChannelStatus, ChannelType};
+use switchboard_domain::scope::Scope;
 
 use super::auth::Principal;
 use super::error::{ApiResult, ErrorBody};

@@ -13,9 +13,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::domain::ValidationErrors;
-use crate::domain::scope::Scope;
-use crate::store::StoreError;
+use switchboard_domain::ValidationErrors;
+use switchboard_domain::scope::Scope;
+use switchboard_store::StoreError;
 
 use super::request_id;
 

@@ -8,11 +8,11 @@ use axum::extract::State;
 use axum::routing::get;
 use uuid::Uuid;
 
-use crate::domain::Timestamp;
-use crate::domain::event::{EventCategory, OrgEvent};
-use crate::domain::org_log::{ActorFilter, OrgEventFilter, TypeFilter};
-use crate::domain::scope::Scope;
-use crate::store::{OrgEventQuery, StoreError};
+use switchboard_domain::Timestamp;
+use switchboard_domain::event::{EventCategory, OrgEvent};
+use switchboard_domain::org_log::{ActorFilter, OrgEventFilter, TypeFilter};
+use switchboard_domain::scope::Scope;
+use switchboard_store::{OrgEventQuery, StoreError};
 
 use super::auth::Principal;
 use super::error::{ApiError, ApiResult, ErrorBody};
@@ -163,8 +163,8 @@ pub fn router() -> Router<AppState> {
     components(schemas(
         OrgEvent,
         EventCategory,
-        crate::domain::event::Actor,
-        crate::domain::event::Subject
+        switchboard_domain::event::Actor,
+        switchboard_domain::event::Subject
     ))
 )]
 pub struct EventsApi;

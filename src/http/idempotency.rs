@@ -31,7 +31,9 @@ use super::auth::Principal;
 use super::error::ApiError;
 use super::request_id;
 use super::state::AppState;
-use crate::store::{ClaimOutcome, ClaimToken, IdempotencyClaim, IdempotencyState, StoredResponse};
+use switchboard_store::{
+    ClaimOutcome, ClaimToken, IdempotencyClaim, IdempotencyState, StoredResponse,
+};
 
 pub const HEADER: &str = "idempotency-key";
 pub const REPLAYED_HEADER: &str = "idempotency-replayed";

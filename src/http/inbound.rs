@@ -22,10 +22,10 @@ use axum::routing::get;
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::domain::channel::Channel;
 use crate::ops::messages::{ingest, provider_for};
 use crate::providers::{InboundError, Provider};
-use crate::store::{InboundOutcome, StatusOutcome, StoreError};
+use switchboard_domain::channel::Channel;
+use switchboard_store::{InboundOutcome, StatusOutcome, StoreError};
 
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::json::BODY_LIMIT;

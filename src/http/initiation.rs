@@ -7,16 +7,16 @@
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::domain::ValidationErrors;
-use crate::domain::contact::validate_contact_name;
-use crate::domain::template::parse_request_template;
 use crate::ops::messages::SendResponse;
 use crate::ops::templates::{
     CatalogCompletion, CatalogExtra, CatalogMode, CatalogRequest, CatalogSendInput, ConsentOut,
     TemplateOut, send_catalog,
 };
 use crate::providers::ProviderError;
-use crate::store::{ClaimToken, Recorded, StoredResponse};
+use switchboard_domain::ValidationErrors;
+use switchboard_domain::contact::validate_contact_name;
+use switchboard_domain::template::parse_request_template;
+use switchboard_store::{ClaimToken, Recorded, StoredResponse};
 
 use super::auth::Principal;
 use super::error::ApiError;

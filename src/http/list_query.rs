@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use super::error::ApiError;
 use super::pagination::PageRequest;
-use crate::domain::Timestamp;
+use switchboard_domain::Timestamp;
 
 pub struct ListQuery {
     values: HashMap<String, String>,

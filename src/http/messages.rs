@@ -13,19 +13,19 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::domain::channel_selection::{SelectionError, match_slug};
-use crate::domain::message::{
-    Content, Direction, MediaInput, MessageStatus, TextInput, contains_nul, validate_media,
-    validate_template, validate_text,
-};
-use crate::domain::phone::Phone;
-use crate::domain::scope::Scope;
-use crate::domain::{Timestamp, ValidationErrors};
 use crate::ops::messages::{
     MessageOut, SendCompletion, SendContext, SendError, SendInput, SendResponse,
 };
 use crate::providers::ProviderError;
-use crate::store::{ClaimToken, HistoryCursor, MessageFilter, Recorded, StoredResponse};
+use switchboard_domain::channel_selection::{SelectionError, match_slug};
+use switchboard_domain::message::{
+    Content, Direction, MediaInput, MessageStatus, TextInput, contains_nul, validate_media,
+    validate_template, validate_text,
+};
+use switchboard_domain::phone::Phone;
+use switchboard_domain::scope::Scope;
+use switchboard_domain::{Timestamp, ValidationErrors};
+use switchboard_store::{ClaimToken, HistoryCursor, MessageFilter, Recorded, StoredResponse};
 
 use super::auth::Principal;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorObject};
@@ -847,7 +847,7 @@ pub fn router() -> Router<AppState> {
         SendMediaRequest,
         SendTemplateRequest,
         SendResponse,
-        crate::http::initiation::CatalogSendResponse,
+        CatalogSendResponse,
         crate::http::initiation::ConsentInput,
         crate::ops::templates::ConsentOut,
         crate::ops::templates::TemplateOut,

@@ -21,7 +21,7 @@ use super::state::AppState;
         version = "v1",
         description = "Organization-scoped API keys with scopes, channel-aware message sending, organization data reads and signed webhooks with durable delivery. Every error has the body {\"error\": {\"code\", \"message\", \"request_id\", \"details\"}}; every authenticated response carries RateLimit headers; every response carries X-Request-Id."
     ),
-    components(schemas(ErrorBody, ErrorObject, crate::domain::FieldError, crate::domain::channel::ChannelIdentity)),
+    components(schemas(ErrorBody, ErrorObject, switchboard_domain::FieldError, switchboard_domain::channel::ChannelIdentity)),
     tags(
         (name = "channels", description = "Messaging channels."),
         (name = "organization", description = "Organization data: members with roles and effective permissions, the permission and scope catalogues, and the audit, admin and security log."),

@@ -6,9 +6,9 @@ use axum::Router;
 use axum::routing::get;
 use serde::Serialize;
 
-use crate::domain::permission::{Permission, Role};
-use crate::domain::scope::Scope;
-use crate::domain::scope_catalogue::{self, EndpointRef};
+use switchboard_domain::permission::{Permission, Role};
+use switchboard_domain::scope::Scope;
+use switchboard_domain::scope_catalogue::{self, EndpointRef};
 
 use super::auth::Principal;
 use super::error::{ApiResult, ErrorBody};

@@ -15,7 +15,7 @@ use std::time::Duration;
 use axum::http::{HeaderMap, HeaderValue, Method};
 use dashmap::DashMap;
 
-use crate::clock::SharedClock;
+use switchboard_domain::clock::SharedClock;
 
 /// One minute, in microseconds.
 const WINDOW_US: i64 = 60_000_000;
@@ -313,8 +313,8 @@ impl RateLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
-    use crate::domain::Timestamp;
+    use switchboard_domain::Timestamp;
+    use switchboard_domain::clock::ManualClock;
 
     #[tokio::test]
     async fn admits_a_burst_then_refills_steadily() {
@@ -389,7 +389,7 @@ mod tests {
             eprintln!("SWITCHBOARD_TEST_REDIS_URL is not set; skipping");
             return;
         };
-        let clock: SharedClock = Arc::new(crate::clock::SystemClock);
+        let clock: SharedClock = Arc::new(switchboard_domain::clock::SystemClock);
         let ns = uuid::Uuid::new_v4().to_string();
         let a = RateLimiter::with_redis(clock.clone(), &url, &ns)
             .await
@@ -425,9 +425,13 @@ mod tests {
             "local limits still apply"
         );
         assert!(
-            RateLimiter::with_redis(Arc::new(crate::clock::SystemClock), "not a url", "t")
-                .await
-                .is_err()
+            RateLimiter::with_redis(
+                Arc::new(switchboard_domain::clock::SystemClock),
+                "not a url",
+                "t"
+            )
+            .await
+            .is_err()
         );
     }
 }

@@ -15,7 +15,7 @@ pub fn current() -> Option<String> {
 }
 
 /// Runs `f` with `id` as the current request id.
-pub async fn scope<F: std::future::Future>(id: String, f: F) -> F::Output {
+pub async fn scope<F: Future>(id: String, f: F) -> F::Output {
     REQUEST_ID.scope(id, f).await
 }
 

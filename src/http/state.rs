@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 
-use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::crypto::SecretBox;
-use crate::store::SharedStore;
+use switchboard_domain::clock::SharedClock;
+use switchboard_store::SharedStore;
 
 use super::rate_limit::RateLimiter;
 
@@ -25,7 +25,7 @@ pub struct AppInner {
     /// most once a minute per key.
     pub key_touches: DashMap<i64, i64>,
     /// Cached API keys and channel lists, invalidated by the configuration generation.
-    pub config_cache: std::sync::Arc<crate::cache::ConfigCache>,
+    pub config_cache: Arc<crate::cache::ConfigCache>,
     /// Builds messaging provider adapters; holds the one provider HTTP client.
     pub providers: crate::providers::ProviderHub,
     /// The DNS look-up used to check webhook endpoint URLs on create and update.

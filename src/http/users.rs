@@ -8,11 +8,11 @@ use axum::routing::get;
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::domain::Timestamp;
-use crate::domain::permission::{OverrideEffect, Permission, Role};
-use crate::domain::scope::Scope;
-use crate::domain::user::MembershipStatus;
-use crate::store::{Member, MemberQuery};
+use switchboard_domain::Timestamp;
+use switchboard_domain::permission::{OverrideEffect, Permission, Role};
+use switchboard_domain::scope::Scope;
+use switchboard_domain::user::MembershipStatus;
+use switchboard_store::{Member, MemberQuery};
 
 use super::auth::Principal;
 use super::error::{ApiResult, ErrorBody};

@@ -19,15 +19,15 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::domain::Timestamp;
-use crate::domain::scope::Scope;
 use crate::ops::webhooks::{self as ops, Deps, WebhookError};
-use crate::store::webhooks::{
+use crate::webhooks::url_safety::Policy;
+use switchboard_domain::Timestamp;
+use switchboard_domain::scope::Scope;
+use switchboard_domain::webhooks::catalogue::{self, EventType};
+use switchboard_domain::webhooks::endpoint::EndpointStatus;
+use switchboard_store::webhooks::{
     AttemptRecord, DeliveryQuery, DeliveryRecord, DeliveryStatus, EndpointRecord, EventFilter,
 };
-use crate::webhooks::catalogue::{self, EventType};
-use crate::webhooks::endpoint::EndpointStatus;
-use crate::webhooks::url_safety::Policy;
 
 use super::auth::Principal;
 use super::error::{ApiError, ApiResult, ErrorBody};
@@ -300,7 +300,7 @@ pub async fn get_endpoint(
 fn not_null<T>(
     v: Option<Option<T>>,
     field: &str,
-    errors: &mut crate::domain::ValidationErrors,
+    errors: &mut switchboard_domain::ValidationErrors,
 ) -> Option<T> {
     match v {
         Some(Some(v)) => Some(v),
@@ -336,7 +336,7 @@ pub async fn update_endpoint(
     principal.require(Scope::WebhooksWrite)?;
     let JsonBody(body) = body?;
     let uuid = path_uuid(&uuid, "The webhook endpoint")?;
-    let mut errors = crate::domain::ValidationErrors::new();
+    let mut errors = switchboard_domain::ValidationErrors::new();
     let input = ops::UpdateEndpoint {
         name: not_null(body.name, "name", &mut errors),
         url: not_null(body.url, "url", &mut errors),
@@ -704,7 +704,7 @@ pub async fn get_delivery(
         .get_delivery(principal.org_id, id)
         .await
         .map_err(|e| match e {
-            crate::store::StoreError::NotFound => ApiError::not_found("The delivery"),
+            switchboard_store::StoreError::NotFound => ApiError::not_found("The delivery"),
             other => other.into(),
         })?;
     Ok(Json(DeliveryDetailOut {

@@ -18,18 +18,20 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::crypto::SecretBox;
-use crate::domain::event::{Effects, NewEvent};
-use crate::domain::template::parse_request_template;
 use crate::ops::messages::{SendContext, SendError};
 use crate::ops::templates::{
     CatalogCompletion, CatalogMode, CatalogRequest, CatalogSendInput, send_catalog,
 };
 use crate::providers::ProviderHub;
-use crate::store::legacy::{CampaignRecord, ClaimedRecipient, RecipientOutcome, RecipientStatus};
-use crate::store::{ClaimOutcome, IdempotencyClaim, SharedStore, StoredResponse};
+use switchboard_domain::clock::SharedClock;
+use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::template::parse_request_template;
+use switchboard_store::legacy::{
+    CampaignRecord, ClaimedRecipient, RecipientOutcome, RecipientStatus,
+};
+use switchboard_store::{ClaimOutcome, IdempotencyClaim, SharedStore, StoredResponse};
 
 /// How many recipients one claim takes.
 const BATCH: i64 = 16;
@@ -91,7 +93,7 @@ impl CampaignWorker {
     }
 
     /// Claims and processes one batch; returns how many recipients were claimed.
-    pub async fn run_once(&self) -> Result<usize, crate::store::StoreError> {
+    pub async fn run_once(&self) -> Result<usize, switchboard_store::StoreError> {
         let claimed = self
             .store
             .claim_campaign_recipients(self.clock.now(), self.lease(), BATCH)

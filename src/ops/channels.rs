@@ -3,11 +3,13 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::clock::Clock;
 use crate::crypto::{AAD_PROVIDER_CONFIG, SecretBox};
-use crate::domain::channel::{Channel, ChannelStatus, ChannelType, validate_name, validate_slug};
-use crate::domain::event::{Actor, Effects, EventCategory, OrgEvent, Subject};
-use crate::store::{ChannelPatch, NewChannel, Store, StoreError};
+use switchboard_domain::channel::{
+    Channel, ChannelStatus, ChannelType, validate_name, validate_slug,
+};
+use switchboard_domain::clock::Clock;
+use switchboard_domain::event::{Actor, Effects, EventCategory, OrgEvent, Subject};
+use switchboard_store::{ChannelPatch, NewChannel, Store, StoreError};
 
 use super::{OpError, OpResult};
 

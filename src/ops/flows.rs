@@ -4,10 +4,10 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{OpError, OpResult};
-use crate::clock::Clock;
-use crate::domain::message::{TextInput, validate_template, validate_text};
-use crate::store::Store;
-use crate::store::legacy::{FlowRecord, NewFlow};
+use switchboard_domain::clock::Clock;
+use switchboard_domain::message::{TextInput, validate_template, validate_text};
+use switchboard_store::Store;
+use switchboard_store::legacy::{FlowRecord, NewFlow};
 
 /// What a flow sends.
 #[derive(Clone, Debug)]
@@ -108,7 +108,7 @@ pub async fn create_flow(
         .await?)
 }
 
-fn issues(e: &crate::domain::ValidationErrors) -> String {
+fn issues(e: &switchboard_domain::ValidationErrors) -> String {
     e.0.iter()
         .map(|f| format!("{}: {}", f.field, f.issue))
         .collect::<Vec<_>>()

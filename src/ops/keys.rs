@@ -4,12 +4,12 @@
 
 use serde_json::json;
 
-use crate::clock::Clock;
-use crate::domain::Timestamp;
-use crate::domain::api_key::{self, GeneratedKey, KeyHash};
-use crate::domain::event::{Actor, Effects, EventCategory, NewEvent, OrgEvent, Subject};
-use crate::domain::scope::ScopeSet;
-use crate::store::{ApiKeyRecord, NewApiKey, Store, StoreError};
+use switchboard_domain::Timestamp;
+use switchboard_domain::api_key::{self, GeneratedKey, KeyHash};
+use switchboard_domain::clock::Clock;
+use switchboard_domain::event::{Actor, Effects, EventCategory, NewEvent, OrgEvent, Subject};
+use switchboard_domain::scope::ScopeSet;
+use switchboard_store::{ApiKeyRecord, NewApiKey, Store, StoreError};
 
 use super::{OpError, OpResult};
 
@@ -115,7 +115,7 @@ pub async fn create_key(
     super::orgs::require_org(store, input.org_id).await?;
     check_default_channel(store, input.org_id, input.default_channel_id).await?;
     let name = input.name.unwrap_or_else(|| "API key".to_owned());
-    crate::domain::channel::validate_name(&name)
+    switchboard_domain::channel::validate_name(&name)
         .map_err(|e| OpError::Invalid(format!("--name: {e}")))?;
     let GeneratedKey {
         token,

@@ -15,20 +15,20 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::clock::Clock;
 use crate::crypto::SecretBox;
-use crate::domain::channel::{Channel, ChannelIdentity, ChannelType};
-use crate::domain::channel_selection::{ChannelRequest, SelectionError, select_channel};
-use crate::domain::contact::{
+use crate::providers::{ParsedCallback, Provider, ProviderError, ProviderHub};
+use switchboard_domain::channel::{Channel, ChannelIdentity, ChannelType};
+use switchboard_domain::channel_selection::{ChannelRequest, SelectionError, select_channel};
+use switchboard_domain::clock::Clock;
+use switchboard_domain::contact::{
     Contact, Conversation, ConversationStatus, WindowError, check_service_window,
     validate_contact_name,
 };
-use crate::domain::event::{Effects, NewEvent};
-use crate::domain::message::{Content, Direction, MAX_TEXT_CHARS, MessageStatus, MessageType};
-use crate::domain::phone::Phone;
-use crate::domain::{Timestamp, ValidationErrors};
-use crate::providers::{ParsedCallback, Provider, ProviderError, ProviderHub};
-use crate::store::{
+use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::message::{Content, Direction, MAX_TEXT_CHARS, MessageStatus, MessageType};
+use switchboard_domain::phone::Phone;
+use switchboard_domain::{Timestamp, ValidationErrors};
+use switchboard_store::{
     BatchChange, BatchOutcome, ClaimToken, ConversationPolicy, IdempotencyCompletion,
     InboundOutcome, InboundSender, MessageRecord, MessageRef, NewContact, NewInbound, NewOutbound,
     NewStatus, ProviderBatch, RecipientRef, Recorded, StatusOutcome, Store, StoreError,
@@ -433,7 +433,7 @@ pub async fn send(
             "phone"
         };
         return Err(SendError::Validation(
-            crate::domain::FieldError::new(field, issue).into(),
+            switchboard_domain::FieldError::new(field, issue).into(),
         ));
     }
 
@@ -530,7 +530,7 @@ pub(crate) async fn find_recipient(
         (Some(uuid), phone) => {
             let contact = store.find_contact(org_id, uuid).await?.ok_or_else(|| {
                 SendError::Validation(
-                    crate::domain::FieldError::new(
+                    switchboard_domain::FieldError::new(
                         "contact_uuid",
                         "no contact with this UUID exists in the organization",
                     )
@@ -540,7 +540,7 @@ pub(crate) async fn find_recipient(
             if let Some(p) = phone {
                 if contact.phone.as_ref() != Some(p) {
                     return Err(SendError::Validation(
-                        crate::domain::FieldError::new(
+                        switchboard_domain::FieldError::new(
                             "phone",
                             "does not match the phone of the contact given by contact_uuid",
                         )
@@ -552,7 +552,7 @@ pub(crate) async fn find_recipient(
         }
         (None, Some(phone)) => Ok(store.find_contact_by_phone(org_id, phone).await?),
         (None, None) => Err(SendError::Validation(
-            crate::domain::FieldError::new(
+            switchboard_domain::FieldError::new(
                 "contact_uuid",
                 "is required (or give the recipient's phone)",
             )

@@ -11,7 +11,7 @@ pub mod templates;
 pub mod users;
 pub mod webhooks;
 
-use crate::store::StoreError;
+use switchboard_store::StoreError;
 
 /// Why an operation was refused, in one line for people.
 #[derive(Debug, thiserror::Error)]

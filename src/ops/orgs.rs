@@ -1,7 +1,7 @@
-use crate::clock::Clock;
-use crate::domain::channel::validate_name;
-use crate::domain::organization::Organization;
-use crate::store::Store;
+use switchboard_domain::channel::validate_name;
+use switchboard_domain::clock::Clock;
+use switchboard_domain::organization::Organization;
+use switchboard_store::Store;
 
 use super::{OpError, OpResult};
 
@@ -17,7 +17,7 @@ pub async fn create_org(
 /// The organization, or a clear `NotFound`.
 pub async fn require_org(store: &dyn Store, id: i64) -> OpResult<Organization> {
     store.get_org(id).await.map_err(|e| match e {
-        crate::store::StoreError::NotFound => {
+        switchboard_store::StoreError::NotFound => {
             OpError::NotFound(format!("organization {id} does not exist"))
         }
         other => other.into(),

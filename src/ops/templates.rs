@@ -16,20 +16,20 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use crate::clock::Clock;
-use crate::domain::channel::{Channel, ChannelType};
-use crate::domain::channel_selection::{ChannelRequest, SelectionError, select_channel};
-use crate::domain::event::{Actor, Effects, EventCategory, OrgEvent, Subject};
-use crate::domain::message::{Content, MessageType, Template};
-use crate::domain::phone::Phone;
-use crate::domain::template::{
+use crate::providers::{ParsedTemplateStatus, ProviderError};
+use switchboard_domain::channel::{Channel, ChannelType};
+use switchboard_domain::channel_selection::{ChannelRequest, SelectionError, select_channel};
+use switchboard_domain::clock::Clock;
+use switchboard_domain::event::{Actor, Effects, EventCategory, OrgEvent, Subject};
+use switchboard_domain::message::{Content, MessageType, Template};
+use switchboard_domain::phone::Phone;
+use switchboard_domain::template::{
     Consent, ConsentRules, RequestTemplate, TemplateCategory, TemplateStatus, fit_parameters,
     parse_consent, parse_definition, purpose_allows, same_language, validate_language,
     validate_name, validate_provider_id,
 };
-use crate::domain::{FieldError, Timestamp, ValidationErrors};
-use crate::providers::{ParsedTemplateStatus, ProviderError};
-use crate::store::{
+use switchboard_domain::{FieldError, Timestamp, ValidationErrors};
+use switchboard_store::{
     ClaimToken, ConsentContext, ConversationPolicy, IdempotencyCompletion, NewConsent, NewOutbound,
     NewTemplate, ProviderTemplateStatus, RecipientRef, Recorded, Store, StoreError, StoredResponse,
     TemplateChange, TemplatePatch, TemplateRecord,
@@ -1154,7 +1154,7 @@ async fn check_catalog_send(
     (
         Channel,
         ValidatedCatalogSend,
-        Option<crate::domain::contact::Contact>,
+        Option<switchboard_domain::contact::Contact>,
     ),
     SendError,
 > {

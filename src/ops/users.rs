@@ -15,13 +15,13 @@
 
 use serde_json::{Value, json};
 
-use crate::clock::Clock;
-use crate::domain::Timestamp;
-use crate::domain::event::{Actor, Effects, EventCategory, NewEvent, OrgEvent, Subject};
-use crate::domain::org_log::team;
-use crate::domain::permission::{OverrideEffect, Permission, Role};
-use crate::domain::user::{Email, validate_user_name};
-use crate::store::{Member, MemberChange, NewMember, Store, StoreError};
+use switchboard_domain::Timestamp;
+use switchboard_domain::clock::Clock;
+use switchboard_domain::event::{Actor, Effects, EventCategory, NewEvent, OrgEvent, Subject};
+use switchboard_domain::org_log::team;
+use switchboard_domain::permission::{OverrideEffect, Permission, Role};
+use switchboard_domain::user::{Email, validate_user_name};
+use switchboard_store::{Member, MemberChange, NewMember, Store, StoreError};
 
 use super::{OpError, OpResult};
 

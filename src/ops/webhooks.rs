@@ -9,18 +9,18 @@ use std::time::Duration;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::clock::Clock;
 use crate::crypto::{AAD_SIGNING_SECRET, SecretBox};
-use crate::domain::ValidationErrors;
-use crate::domain::event::{Actor, Effects};
-use crate::store::webhooks::{
+use crate::webhooks::url_safety::{self, Lookup, Policy, UrlError};
+use switchboard_domain::ValidationErrors;
+use switchboard_domain::clock::Clock;
+use switchboard_domain::event::{Actor, Effects};
+use switchboard_domain::webhooks::endpoint::{self, EndpointStatus};
+use switchboard_domain::webhooks::events as wh_events;
+use switchboard_domain::webhooks::signing;
+use switchboard_store::webhooks::{
     DeliveryRecord, EndpointPatch, EndpointRecord, NewEndpoint, RetryRefusal,
 };
-use crate::store::{Store, StoreError};
-use crate::webhooks::endpoint::{self, EndpointStatus};
-use crate::webhooks::events as wh_events;
-use crate::webhooks::signing;
-use crate::webhooks::url_safety::{self, Lookup, Policy, UrlError};
+use switchboard_store::{Store, StoreError};
 
 /// How long creating or updating an endpoint waits for its host name to resolve.
 pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -163,7 +163,11 @@ impl Checker {
 
 /// The log entry of a new endpoint or legacy record (`webhook_endpoint.created`): never its
 /// secret, nor its header values or the credentials of its URL.
-fn created_effects(e: &EndpointRecord, actor: Actor, now: crate::domain::Timestamp) -> Effects {
+fn created_effects(
+    e: &EndpointRecord,
+    actor: Actor,
+    now: switchboard_domain::Timestamp,
+) -> Effects {
     let mut details = json!({
         "name": e.name,
         "url": url_safety::redacted(&e.url),
@@ -316,7 +320,7 @@ fn update_effects(
     old: &EndpointRecord,
     new: &EndpointRecord,
     actor: Actor,
-    now: crate::domain::Timestamp,
+    now: switchboard_domain::Timestamp,
 ) -> Effects {
     let mut changed = Vec::new();
     let mut details = serde_json::Map::new();

@@ -20,11 +20,11 @@ use async_trait::async_trait;
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
-use crate::domain::channel::ChannelType;
-use crate::domain::contact::Contact;
-use crate::domain::message::{Content, MessageStatus, MessageType};
-use crate::domain::{Timestamp, ValidationErrors};
-use crate::store::InboundSender;
+use switchboard_domain::channel::ChannelType;
+use switchboard_domain::contact::Contact;
+use switchboard_domain::message::{Content, MessageStatus, MessageType};
+use switchboard_domain::{Timestamp, ValidationErrors};
+use switchboard_store::InboundSender;
 
 /// The largest provider answer read (a send answer is a few hundred bytes).
 pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
@@ -131,7 +131,7 @@ pub struct ParsedTemplateStatus {
     /// The provider's event as given (`APPROVED`, `PAUSED`, ...).
     pub event: String,
     /// The catalogue status it means.
-    pub status: crate::domain::template::TemplateStatus,
+    pub status: switchboard_domain::template::TemplateStatus,
     /// The provider's reason, if any.
     pub reason: Option<String>,
 }

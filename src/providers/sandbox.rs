@@ -5,9 +5,9 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::{Accepted, Provider, ProviderError};
-use crate::domain::channel::ChannelType;
-use crate::domain::contact::Contact;
-use crate::domain::message::{Content, MessageStatus, MessageType};
+use switchboard_domain::channel::ChannelType;
+use switchboard_domain::contact::Contact;
+use switchboard_domain::message::{Content, MessageStatus, MessageType};
 
 pub struct Sandbox;
 

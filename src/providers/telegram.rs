@@ -20,11 +20,11 @@ use super::{
     Accepted, InboundError, ParsedCallback, ParsedInbound, Provider, ProviderError,
     describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
 };
-use crate::domain::ValidationErrors;
-use crate::domain::channel::ChannelType;
-use crate::domain::contact::{Contact, clean_profile_name};
-use crate::domain::message::{Content, MediaType, MessageStatus, MessageType};
-use crate::store::InboundSender;
+use switchboard_domain::ValidationErrors;
+use switchboard_domain::channel::ChannelType;
+use switchboard_domain::contact::{Contact, clean_profile_name};
+use switchboard_domain::message::{Content, MediaType, MessageStatus, MessageType};
+use switchboard_store::InboundSender;
 
 pub const DEFAULT_API_BASE_URL: &str = "https://api.telegram.org";
 /// Telegram's limit on `callback_data`.
@@ -500,7 +500,7 @@ pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::message::Media;
+    use switchboard_domain::message::Media;
 
     #[test]
     fn tokens_and_secrets() {

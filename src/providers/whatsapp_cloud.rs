@@ -24,14 +24,14 @@ use super::{
     Accepted, InboundError, ParsedCallback, ParsedInbound, ParsedStatus, ParsedTemplateStatus,
     Provider, ProviderError, describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
 };
-use crate::domain::channel::ChannelType;
-use crate::domain::contact::{Contact, clean_profile_name};
-use crate::domain::message::{
+use switchboard_domain::channel::ChannelType;
+use switchboard_domain::contact::{Contact, clean_profile_name};
+use switchboard_domain::message::{
     Content, MediaType, MessageStatus, MessageType, parse_reported_status,
 };
-use crate::domain::phone::Phone;
-use crate::domain::template::status_of_provider_event;
-use crate::store::InboundSender;
+use switchboard_domain::phone::Phone;
+use switchboard_domain::template::status_of_provider_event;
+use switchboard_store::InboundSender;
 
 /// The Graph API version Switchboard speaks by default.
 pub const DEFAULT_API_BASE_URL: &str = "https://graph.facebook.com/v21.0";
@@ -560,7 +560,7 @@ pub fn parse_callback(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::message::{Media, Template};
+    use switchboard_domain::message::{Media, Template};
 
     #[test]
     fn payloads_follow_the_graph_api() {
@@ -779,7 +779,7 @@ mod tests {
 
     #[test]
     fn template_status_changes_are_parsed() {
-        use crate::domain::template::TemplateStatus;
+        use switchboard_domain::template::TemplateStatus;
         let change = |value: Value| {
             json!({"object": "whatsapp_business_account", "entry": [{"id": "WABA", "changes": [
                 {"field": "message_template_status_update", "value": value}]}]})

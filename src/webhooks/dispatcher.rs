@@ -29,18 +29,18 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
-use crate::clock::SharedClock;
 use crate::config::{Config, DatabaseUrl};
 use crate::crypto::{AAD_SIGNING_SECRET, SecretBox};
-use crate::domain::Timestamp;
-use crate::store::SharedStore;
-use crate::store::webhooks::{
+use switchboard_domain::Timestamp;
+use switchboard_domain::clock::SharedClock;
+use switchboard_store::SharedStore;
+use switchboard_store::webhooks::{
     AttemptOutcome, AttemptRecord, ClaimRequest, ClaimedDelivery, Disposition, Recorded,
 };
 
-use super::retry::{self, StatusClass};
-use super::signing;
 use super::url_safety::{self, DnsFailure, Policy, SafeResolver, UnsafeTarget};
+use switchboard_domain::webhooks::retry::{self, StatusClass};
+use switchboard_domain::webhooks::signing;
 
 /// How long a lease outlives the attempt's own time limit (time to record the outcome).
 pub const LEASE_MARGIN: Duration = Duration::from_secs(10);
@@ -266,7 +266,7 @@ impl Dispatcher {
         }
     }
 
-    async fn claim(&self, limit: usize) -> crate::store::StoreResult<Vec<ClaimedDelivery>> {
+    async fn claim(&self, limit: usize) -> switchboard_store::StoreResult<Vec<ClaimedDelivery>> {
         let now = self.clock.now();
         let in_flight = self.in_flight.lock().unwrap().clone();
         let batch = self
@@ -664,7 +664,7 @@ impl AttemptResult {
             "timeout",
             format!(
                 "No complete answer within {}.",
-                crate::domain::time::format_duration(limit)
+                switchboard_domain::time::format_duration(limit)
             ),
         )
     }

@@ -1,11 +1,7 @@
-//! Webhooks: the event catalogue, subscriptions, signing, URL safety and the dispatcher that
-//! turns outbox events into signed deliveries.
+//! Webhooks at run time: URL safety at connect time, the dispatcher that turns outbox
+//! events into signed deliveries, and the purge. The pure rules (catalogue, subscriptions,
+//! retry classes, signing) are in `switchboard_domain::webhooks`.
 
-pub mod catalogue;
 pub mod dispatcher;
-pub mod endpoint;
-pub mod events;
 pub mod purge;
-pub mod retry;
-pub mod signing;
 pub mod url_safety;

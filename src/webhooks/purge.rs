@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::Runtime;
-use crate::clock::SharedClock;
-use crate::store::SharedStore;
+use switchboard_domain::clock::SharedClock;
+use switchboard_store::SharedStore;
 
 /// Rows deleted per transaction.
 pub const BATCH: i64 = 1000;

@@ -782,7 +782,9 @@ async fn key_events_are_recorded_in_the_outbox_and_log(backend: Backend) {
         None,
     )
     .unwrap();
-    let store = switchboard::store::connect(&config).await.unwrap();
+    let store = switchboard_store::connect(&config.database_url, config.database_max_connections)
+        .await
+        .unwrap();
     let outbox = store.list_outbox_events(seed.org_id, 100).await.unwrap();
     let names: Vec<&str> = outbox.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(
@@ -809,7 +811,7 @@ async fn key_events_are_recorded_in_the_outbox_and_log(backend: Backend) {
         .find(|e| e.event_type == "security.api_key_revoked")
         .unwrap();
     assert_eq!(revoked.category.as_str(), "security");
-    assert_eq!(revoked.actor, switchboard::domain::event::Actor::Admin);
+    assert_eq!(revoked.actor, switchboard_domain::event::Actor::Admin);
     assert_eq!(
         revoked.subject.as_ref().unwrap().id,
         seed.key_id.to_string()

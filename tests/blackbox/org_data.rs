@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use switchboard::domain::Timestamp;
-use switchboard::domain::event::{Actor, Effects, EventCategory, OrgEvent, Subject};
+use switchboard_domain::Timestamp;
+use switchboard_domain::event::{Actor, Effects, EventCategory, OrgEvent, Subject};
 
 use crate::both_backends;
 use crate::support::{Backend, Resp, Server, TestEnv};
@@ -33,14 +33,16 @@ const EVENTS: &str = "/api/v1/integrations/events";
 
 /// The store of the test's database, for fixtures the API cannot create (log entries written
 /// by API keys and the system, at chosen times).
-async fn store(env: &TestEnv) -> switchboard::store::SharedStore {
+async fn store(env: &TestEnv) -> switchboard_store::SharedStore {
     let config = switchboard::config::Config::from_sources(
         &env.base_env().into_iter().collect(),
         None,
         None,
     )
     .unwrap();
-    switchboard::store::connect(&config).await.unwrap()
+    switchboard_store::connect(&config.database_url, config.database_max_connections)
+        .await
+        .unwrap()
 }
 
 fn at(s: &str) -> Timestamp {

@@ -54,7 +54,9 @@ async fn master_key_rotation_reencrypts_every_secret(backend: Backend) {
         env.base_env().into_iter().collect();
     settings.insert("SWITCHBOARD_MASTER_KEY".into(), new_key.clone());
     let cfg = switchboard::config::Config::from_sources(&settings, None, None).unwrap();
-    let store = switchboard::store::connect(&cfg).await.unwrap();
+    let store = switchboard_store::connect(&cfg.database_url, cfg.database_max_connections)
+        .await
+        .unwrap();
     let secrets = switchboard::crypto::SecretBox::new(
         &switchboard::crypto::MasterKey::from_hex(&new_key).unwrap(),
     );
@@ -122,7 +124,7 @@ async fn master_key_rotation_reencrypts_every_secret(backend: Backend) {
 async fn eventually<F, Fut>(deadline: Duration, mut f: F) -> bool
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
+    Fut: Future<Output = bool>,
 {
     let end = Instant::now() + deadline;
     while Instant::now() < end {

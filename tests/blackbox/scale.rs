@@ -58,7 +58,7 @@ async fn endpoint(server: &Server, key: &str, url: &str, events: &[&str]) -> Val
 async fn eventually<F, Fut>(deadline: Duration, mut f: F) -> bool
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
+    Fut: Future<Output = bool>,
 {
     let end = Instant::now() + deadline;
     while Instant::now() < end {

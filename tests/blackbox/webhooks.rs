@@ -2006,7 +2006,7 @@ async fn kill_9_with_deliveries_pending_loses_nothing(backend: Backend) {
     let env = TestEnv::new(backend).await;
     let seed = env.seed().await;
     let settings = with(&[
-        ("SWITCHBOARD_WEBHOOK_TIMEOUT", "1s"),
+        ("SWITCHBOARD_WEBHOOK_TIMEOUT", "3s"),
         ("SWITCHBOARD_WEBHOOK_ENDPOINT_CONCURRENCY", "2"),
         (
             "SWITCHBOARD_WEBHOOK_RETRY_DELAYS",

@@ -60,7 +60,7 @@ pub struct Args {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    switchboard::domain::time::parse_duration(s)
+    switchboard_domain::time::parse_duration(s)
 }
 
 fn main() -> std::process::ExitCode {

@@ -130,7 +130,7 @@ impl Report {
             _ => "n/a".into(),
         };
         type Row<'a> = (&'a str, Box<dyn Fn(&BackendResults) -> String + 'a>);
-        let rows: Vec<Row> = vec![
+        let rows: Vec<Row<'_>> = vec![
             ("GET /healthz", Box::new(|r| rate(&r.healthz))),
             ("  p50/p99", Box::new(|r| lat(&r.healthz))),
             ("GET /channels", Box::new(|r| rate(&r.channels))),

@@ -21,13 +21,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use crate::domain::event::Effects;
-use crate::domain::scope::Scope;
-use crate::domain::template::{parse_consent, parse_request_template, purpose_allows};
-use crate::domain::{FieldError, Timestamp, ValidationErrors};
 use crate::ops::campaigns::campaign_event;
 use crate::ops::templates::{CatalogCheckError, CatalogRequest, validate_catalog_send};
-use crate::store::legacy::{
+use switchboard_domain::event::Effects;
+use switchboard_domain::scope::Scope;
+use switchboard_domain::template::{parse_consent, parse_request_template, purpose_allows};
+use switchboard_domain::{FieldError, Timestamp, ValidationErrors};
+use switchboard_store::legacy::{
     CampaignCounts, CampaignRecord, CampaignStatus, NewCampaign, PageQuery, RecipientRecord,
     RecipientStatus,
 };

@@ -12,10 +12,10 @@ use axum::routing::{get, put};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::domain::scope::Scope;
-use crate::domain::{Timestamp, ValidationErrors};
-use crate::store::StoreError;
-use crate::store::legacy::CannedReplyRecord;
+use switchboard_domain::scope::Scope;
+use switchboard_domain::{Timestamp, ValidationErrors};
+use switchboard_store::StoreError;
+use switchboard_store::legacy::CannedReplyRecord;
 
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};

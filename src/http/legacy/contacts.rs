@@ -17,14 +17,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::domain::ValidationErrors;
-use crate::domain::contact::{Contact, validate_contact_name};
-use crate::domain::event::{Effects, NewEvent};
-use crate::domain::phone::Phone;
-use crate::domain::scope::Scope;
 use crate::ops::messages::ContactOut;
-use crate::store::legacy::{ContactPatch, ContactQuery};
-use crate::store::{NewContact, StoreError};
+use switchboard_domain::ValidationErrors;
+use switchboard_domain::contact::{Contact, validate_contact_name};
+use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::phone::Phone;
+use switchboard_domain::scope::Scope;
+use switchboard_store::legacy::{ContactPatch, ContactQuery};
+use switchboard_store::{NewContact, StoreError};
 
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};
@@ -67,7 +67,7 @@ fn parse_phone(errors: &mut ValidationErrors, raw: &str) -> Option<Phone> {
         .ok()
 }
 
-fn contact_event(name: &str, c: &Contact, now: crate::domain::Timestamp) -> NewEvent {
+fn contact_event(name: &str, c: &Contact, now: switchboard_domain::Timestamp) -> NewEvent {
     NewEvent::new(
         c.org_id,
         name,

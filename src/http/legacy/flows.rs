@@ -17,14 +17,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::domain::Timestamp;
-use crate::domain::ValidationErrors;
-use crate::domain::message::{Content, TextInput, validate_template, validate_text};
-use crate::domain::scope::Scope;
-use crate::domain::template::TemplateStatus;
 use crate::ops::messages::{SendError, SendInput, SendResponse};
-use crate::store::legacy::FlowRecord;
-use crate::store::{ClaimToken, StoreError};
+use switchboard_domain::Timestamp;
+use switchboard_domain::ValidationErrors;
+use switchboard_domain::message::{Content, TextInput, validate_template, validate_text};
+use switchboard_domain::scope::Scope;
+use switchboard_domain::template::TemplateStatus;
+use switchboard_store::legacy::FlowRecord;
+use switchboard_store::{ClaimToken, StoreError};
 
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};

@@ -12,12 +12,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::domain::event::{Effects, NewEvent};
-use crate::domain::scope::Scope;
-use crate::domain::{FieldError, Timestamp, ValidationErrors};
 use crate::ops::messages::ContactOut;
-use crate::store::StoreError;
-use crate::store::legacy::{GroupRecord, MembershipOutcome, PageQuery};
+use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::scope::Scope;
+use switchboard_domain::{FieldError, Timestamp, ValidationErrors};
+use switchboard_store::StoreError;
+use switchboard_store::legacy::{GroupRecord, MembershipOutcome, PageQuery};
 
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};

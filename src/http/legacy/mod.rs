@@ -20,8 +20,8 @@ use uuid::Uuid;
 use super::error::{ApiError, ApiResult};
 use super::pagination::{Cursor, PageRequest};
 use super::state::AppState;
-use crate::domain::Timestamp;
-use crate::store::legacy::{PagePosition, PageQuery};
+use switchboard_domain::Timestamp;
+use switchboard_store::legacy::{PagePosition, PageQuery};
 
 /// Every legacy route (authenticated like the v1 routes).
 pub fn router() -> Router<AppState> {

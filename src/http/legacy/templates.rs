@@ -7,9 +7,9 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
 
-use crate::domain::scope::Scope;
-use crate::domain::template::TemplateStatus;
 use crate::ops::templates::TemplateOut;
+use switchboard_domain::scope::Scope;
+use switchboard_domain::template::TemplateStatus;
 
 use super::super::auth::Principal;
 use super::super::error::{ApiResult, ErrorBody};

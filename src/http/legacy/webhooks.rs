@@ -20,8 +20,6 @@ use axum::routing::{delete, get};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::domain::Timestamp;
-use crate::domain::scope::Scope;
 use crate::http::auth::Principal;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::json::JsonBody;
@@ -30,8 +28,10 @@ use crate::http::query::QueryParams;
 use crate::http::state::AppState;
 use crate::http::webhooks::{PageParams, deps, path_uuid};
 use crate::ops::webhooks::{self as ops, Kind};
-use crate::store::webhooks::EndpointRecord;
-use crate::webhooks::endpoint::EndpointStatus;
+use switchboard_domain::Timestamp;
+use switchboard_domain::scope::Scope;
+use switchboard_domain::webhooks::endpoint::EndpointStatus;
+use switchboard_store::webhooks::EndpointRecord;
 
 pub const WEBHOOKS_PATH: &str = "/api/webhooks";
 pub const WEBHOOK_PATH: &str = "/api/webhooks/{id}";

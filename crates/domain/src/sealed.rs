@@ -1,0 +1,7 @@
+//! The purposes that values sealed under the master key are bound to (associated data), so
+//! that a ciphertext copied into another column does not decrypt.
+
+/// Associated data for channel provider configurations.
+pub const AAD_PROVIDER_CONFIG: &[u8] = b"channel.provider_config";
+/// Associated data for webhook signing secrets.
+pub const AAD_SIGNING_SECRET: &[u8] = b"webhook_endpoint.signing_secret";

@@ -1,0 +1,576 @@
+//! Storage behind one interface, [`Store`], with a SQLite and a PostgreSQL implementation.
+//!
+//! Both implementations compile the same query code (`store/shared/`), once against
+//! `sqlx::Sqlite` and once against `sqlx::Postgres`, so the SQL text is shared wherever the
+//! dialects agree; the few statements that differ live in each backend's `dialect` module.
+//! No `Any` driver: each backend keeps its native types (`UUID`, `TIMESTAMPTZ`, `JSONB`,
+//! `BYTEA` on PostgreSQL; `BLOB`, `INTEGER` milliseconds and `TEXT` in STRICT tables on
+//! SQLite), and one conformance suite (`store::conformance`) runs against both.
+//!
+//! Callers pass the current time in (no `now()` in SQL), so every time-dependent rule can be
+//! tested with a controlled clock. State changes take an [`Effects`] (or a function producing
+//! one from the created row) and write those outbox events and log entries in the same
+//! transaction as the change.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use switchboard_domain::Timestamp;
+use switchboard_domain::api_key::KeyHash;
+use switchboard_domain::channel::{Channel, ChannelStatus, ChannelType};
+use switchboard_domain::event::Effects;
+use switchboard_domain::organization::Organization;
+use switchboard_domain::scope::ScopeSet;
+
+mod database_url;
+pub mod legacy;
+pub mod messaging;
+pub mod org_data;
+mod postgres;
+mod sqlite;
+pub mod templates;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+pub mod webhooks;
+
+pub use org_data::{
+    Member, MemberChange, MemberQuery, NewMember, OrgEventQuery, OrgEventRecord, UserRecord,
+};
+
+pub use database_url::DatabaseUrl;
+pub use legacy::LegacyStore;
+pub use messaging::*;
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+pub use templates::{
+    ConsentContext, ConsentRecord, NewConsent, NewTemplate, ProviderTemplateStatus, TemplateChange,
+    TemplatePatch, TemplateRecord,
+};
+pub use webhooks::WebhookStore;
+
+/// A storage failure, the same on both backends.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    /// A unique constraint was violated (the constraint or index name when known).
+    #[error("unique constraint violated{}", .0.as_deref().map(|c| format!(" ({c})")).unwrap_or_default())]
+    UniqueViolation(Option<String>),
+    #[error("foreign key violated")]
+    ForeignKeyViolation,
+    /// The database cannot be reached or is overloaded: a temporary condition (503).
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// The operation's own precondition failed (message for people).
+    #[error("{0}")]
+    Conflict(String),
+    #[error("database error: {0}")]
+    Other(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        use sqlx::error::ErrorKind;
+        match e {
+            sqlx::Error::RowNotFound => StoreError::NotFound,
+            sqlx::Error::Database(db) => match db.kind() {
+                ErrorKind::UniqueViolation => {
+                    StoreError::UniqueViolation(db.constraint().map(str::to_owned))
+                }
+                ErrorKind::ForeignKeyViolation => StoreError::ForeignKeyViolation,
+                _ => {
+                    let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+                    // SQLITE_BUSY / SQLITE_LOCKED, PostgreSQL connection exceptions (08xxx),
+                    // admin shutdown (57P01..57P03) and too many connections (53300).
+                    if matches!(
+                        code.as_str(),
+                        "5" | "6" | "261" | "517" | "53300" | "57P01" | "57P02" | "57P03"
+                    ) || code.starts_with("08")
+                    {
+                        StoreError::Unavailable(db.message().to_owned())
+                    } else {
+                        StoreError::Other(format!("{} (code {code})", db.message()))
+                    }
+                }
+            },
+            sqlx::Error::PoolTimedOut => {
+                StoreError::Unavailable("timed out waiting for a database connection".into())
+            }
+            sqlx::Error::PoolClosed => {
+                StoreError::Unavailable("the connection pool is closed".into())
+            }
+            sqlx::Error::Io(e) => StoreError::Unavailable(format!("I/O error: {e}")),
+            sqlx::Error::Tls(e) => StoreError::Unavailable(format!("TLS error: {e}")),
+            sqlx::Error::WorkerCrashed => {
+                StoreError::Unavailable("the database worker crashed".into())
+            }
+            other => StoreError::Other(other.to_string()),
+        }
+    }
+}
+
+/// Signals between the store and the background workers of this process.
+#[derive(Clone, Debug, Default)]
+pub struct Hooks {
+    outbox: Arc<tokio::sync::Notify>,
+}
+
+impl Hooks {
+    /// Called after a transaction that wrote outbox events commits: wakes the dispatcher.
+    pub fn outbox_written(&self) {
+        self.outbox.notify_one();
+    }
+
+    /// What the dispatcher waits on.
+    pub fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.outbox.clone()
+    }
+}
+
+/// A function that builds the effects of a change from the row it created or changed.
+pub type EffectsFn<'a, T> = Box<dyn FnOnce(&T) -> Effects + Send + 'a>;
+
+/// The effects function of a change that causes nothing.
+pub fn no_effects<T>() -> EffectsFn<'static, T> {
+    Box::new(|_| Effects::none())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records
+
+/// An API key as stored: never the key itself, only its hash and display prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiKeyRecord {
+    pub id: i64,
+    pub org_id: i64,
+    pub name: String,
+    pub prefix: String,
+    pub key_hash: KeyHash,
+    /// `None` for pre-scope keys, which act as wildcard keys.
+    pub scopes: Option<ScopeSet>,
+    pub legacy: bool,
+    pub default_channel_id: Option<i64>,
+    pub expires_at: Option<Timestamp>,
+    pub revoked_at: Option<Timestamp>,
+    pub revoked_reason: Option<String>,
+    pub created_at: Timestamp,
+    pub last_used_at: Option<Timestamp>,
+}
+
+impl ApiKeyRecord {
+    /// The effective scopes: pre-scope keys are wildcard keys.
+    pub fn effective_scopes(&self) -> ScopeSet {
+        self.scopes.clone().unwrap_or(ScopeSet::Wildcard)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct NewApiKey {
+    pub org_id: i64,
+    pub name: String,
+    pub prefix: String,
+    pub key_hash: KeyHash,
+    pub scopes: Option<ScopeSet>,
+    pub legacy: bool,
+    pub default_channel_id: Option<i64>,
+    pub expires_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewChannel {
+    pub org_id: i64,
+    pub uuid: Uuid,
+    /// `None`: derived from the name, made unique within the organization.
+    pub slug: Option<String>,
+    pub channel_type: ChannelType,
+    pub name: String,
+    pub identifier: String,
+    pub status: ChannelStatus,
+    pub is_default: bool,
+    /// The sealed provider configuration.
+    pub provider_config: Option<Vec<u8>>,
+    pub now: Timestamp,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ChannelPatch {
+    pub name: Option<String>,
+    pub slug: Option<String>,
+    pub identifier: Option<String>,
+    pub status: Option<ChannelStatus>,
+    /// `true`: make this the organization's default channel.
+    pub make_default: bool,
+    /// A new sealed provider configuration.
+    pub provider_config: Option<Vec<u8>>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The interface, grouped by aggregate. `Store` is all of them.
+
+#[async_trait]
+pub trait SystemStore: Send + Sync {
+    /// Applies the embedded migrations.
+    async fn migrate(&self) -> StoreResult<()>;
+    /// A cheap round trip, for `/readyz`.
+    async fn ping(&self) -> StoreResult<()>;
+    async fn get_setting(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
+    /// Stores `value` under `key` unless a value exists; returns the value now stored.
+    async fn init_setting(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>>;
+    /// Which backend this is: `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
+    /// The configuration generation: a counter that every change to API keys or channels
+    /// bumps in its own transaction (see `cache`).
+    async fn config_generation(&self) -> StoreResult<i64>;
+    /// Notified (in this process) after every commit that wrote outbox events.
+    fn outbox_signal(&self) -> Arc<tokio::sync::Notify>;
+    /// Re-encrypts every stored secret with `reseal` (sealed value, associated data) and
+    /// replaces the setting `check_key` with `new_check`, in one transaction. Returns the
+    /// number of secrets re-encrypted. Any failure changes nothing.
+    async fn reseal_secrets(
+        &self,
+        reseal: &Reseal,
+        check_key: &str,
+        new_check: &[u8],
+    ) -> StoreResult<usize>;
+}
+
+/// Opens a value sealed under the old master key and seals it under the new one.
+pub type Reseal = dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>, String> + Send + Sync;
+
+#[async_trait]
+pub trait OrgStore: Send + Sync {
+    async fn create_org(&self, name: &str, now: Timestamp) -> StoreResult<Organization>;
+    async fn get_org(&self, id: i64) -> StoreResult<Organization>;
+    async fn list_orgs(&self) -> StoreResult<Vec<Organization>>;
+}
+
+#[async_trait]
+pub trait ChannelStore: Send + Sync {
+    /// Creates a channel; a taken slug is `UniqueViolation`. With `is_default`, the
+    /// organization's previous default stops being the default.
+    async fn create_channel(
+        &self,
+        new: NewChannel,
+        effects: EffectsFn<'_, Channel>,
+    ) -> StoreResult<Channel>;
+    async fn update_channel(
+        &self,
+        id: i64,
+        patch: ChannelPatch,
+        now: Timestamp,
+        effects: EffectsFn<'_, Channel>,
+    ) -> StoreResult<Channel>;
+    /// A channel by its global id, in any organization (for the admin tools).
+    async fn get_channel(&self, id: i64) -> StoreResult<Channel>;
+    /// A channel by UUID, in any organization (for provider callbacks).
+    async fn get_channel_by_uuid(&self, uuid: Uuid) -> StoreResult<Channel>;
+    /// The organization's channels, by id.
+    async fn list_channels(&self, org_id: i64) -> StoreResult<Vec<Channel>>;
+    /// The sealed provider configuration of a channel.
+    async fn get_channel_provider_config(&self, id: i64) -> StoreResult<Option<Vec<u8>>>;
+}
+
+#[async_trait]
+pub trait KeyStore: Send + Sync {
+    async fn create_api_key(
+        &self,
+        new: NewApiKey,
+        effects: EffectsFn<'_, ApiKeyRecord>,
+    ) -> StoreResult<ApiKeyRecord>;
+    /// The one indexed lookup of authentication.
+    async fn find_api_key_by_hash(&self, hash: &KeyHash) -> StoreResult<Option<ApiKeyRecord>>;
+    async fn get_api_key(&self, id: i64) -> StoreResult<ApiKeyRecord>;
+    async fn list_api_keys(&self, org_id: i64) -> StoreResult<Vec<ApiKeyRecord>>;
+    /// Revokes a key; revoking a revoked key is `Conflict`.
+    async fn revoke_api_key(
+        &self,
+        id: i64,
+        reason: &str,
+        now: Timestamp,
+        effects: EffectsFn<'_, ApiKeyRecord>,
+    ) -> StoreResult<ApiKeyRecord>;
+    /// Replaces a key: `new` is created with the old key's organization, name, scopes, default
+    /// channel and expiry, and the old key is revoked (reason `rotated`). Returns (old, new).
+    async fn rotate_api_key(
+        &self,
+        id: i64,
+        new_hash: KeyHash,
+        new_prefix: String,
+        now: Timestamp,
+        effects: EffectsFn<'_, (ApiKeyRecord, ApiKeyRecord)>,
+    ) -> StoreResult<(ApiKeyRecord, ApiKeyRecord)>;
+    /// Records use of a key (callers coalesce this to about once a minute per key).
+    async fn touch_api_key(&self, id: i64, now: Timestamp) -> StoreResult<()>;
+}
+
+#[async_trait]
+pub trait EventStore: Send + Sync {
+    /// Writes effects on their own (for changes with no row of their own).
+    async fn write_effects(&self, effects: Effects) -> StoreResult<()>;
+    /// The outbox events of an organization, oldest first (for tests and tools).
+    async fn list_outbox_events(
+        &self,
+        org_id: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<switchboard_domain::event::NewEvent>>;
+    /// The organization log, oldest first (for tests and tools; the API reads it paginated).
+    async fn list_org_events(
+        &self,
+        org_id: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<switchboard_domain::event::OrgEvent>>;
+}
+
+/// Users, their memberships of organizations, roles and permission overrides.
+///
+/// Members are addressed by organization and case-folded e-mail address
+/// (`Email::normalized`). Changes run in one transaction with their effects; a change that
+/// changes nothing still calls `effects` (with equal `before` and `after`), and writes
+/// whatever it returns.
+#[async_trait]
+pub trait UserStore: Send + Sync {
+    /// Adds a member, creating the user when no user has the address (in any case). An existing
+    /// user's name is replaced when `new.name` is given. A user who is a member already is
+    /// `Conflict`.
+    async fn add_member(
+        &self,
+        new: NewMember,
+        effects: EffectsFn<'_, Member>,
+    ) -> StoreResult<Member>;
+    async fn get_member(&self, org_id: i64, email_normalized: &str) -> StoreResult<Member>;
+    /// A page of the organization's members, oldest membership first.
+    async fn list_members(&self, org_id: i64, query: &MemberQuery) -> StoreResult<Vec<Member>>;
+    async fn set_member_role(
+        &self,
+        org_id: i64,
+        email_normalized: &str,
+        role: switchboard_domain::permission::Role,
+        now: Timestamp,
+        effects: EffectsFn<'_, MemberChange>,
+    ) -> StoreResult<MemberChange>;
+    /// Grants or revokes one permission for a membership, or (`None`) removes its override.
+    async fn set_member_permission(
+        &self,
+        org_id: i64,
+        email_normalized: &str,
+        permission: switchboard_domain::permission::Permission,
+        effect: Option<switchboard_domain::permission::OverrideEffect>,
+        now: Timestamp,
+        effects: EffectsFn<'_, MemberChange>,
+    ) -> StoreResult<MemberChange>;
+    /// Removes a membership and its overrides; a user left without any membership is deleted
+    /// (no personal data is kept for nothing). Returns the membership as it was.
+    async fn remove_member(
+        &self,
+        org_id: i64,
+        email_normalized: &str,
+        effects: EffectsFn<'_, Member>,
+    ) -> StoreResult<Member>;
+}
+
+/// Reading the organization log (it is written through `Effects`).
+#[async_trait]
+pub trait OrgLogStore: Send + Sync {
+    /// A page of the organization's log, newest first, filtered.
+    async fn query_org_events(
+        &self,
+        org_id: i64,
+        query: &OrgEventQuery,
+    ) -> StoreResult<Vec<OrgEventRecord>>;
+    /// One entry of the organization's log.
+    async fn get_org_event(&self, org_id: i64, uuid: Uuid) -> StoreResult<OrgEventRecord>;
+}
+
+/// Contacts, conversations and messages.
+#[async_trait]
+pub trait MessageStore: Send + Sync {
+    /// Creates a contact; a phone or Telegram chat the organization already has is
+    /// `UniqueViolation`.
+    async fn create_contact(
+        &self,
+        new: NewContact,
+        effects: EffectsFn<'_, switchboard_domain::contact::Contact>,
+    ) -> StoreResult<switchboard_domain::contact::Contact>;
+    /// A contact of the organization by UUID.
+    async fn find_contact(
+        &self,
+        org_id: i64,
+        uuid: Uuid,
+    ) -> StoreResult<Option<switchboard_domain::contact::Contact>>;
+    /// The organization's contact with this phone.
+    async fn find_contact_by_phone(
+        &self,
+        org_id: i64,
+        phone: &switchboard_domain::phone::Phone,
+    ) -> StoreResult<Option<switchboard_domain::contact::Contact>>;
+    /// The open conversation of a contact on a channel.
+    async fn find_open_conversation(
+        &self,
+        contact_id: i64,
+        channel_id: i64,
+    ) -> StoreResult<Option<switchboard_domain::contact::Conversation>>;
+    /// A conversation of the organization by UUID.
+    async fn find_conversation(
+        &self,
+        org_id: i64,
+        uuid: Uuid,
+    ) -> StoreResult<Option<switchboard_domain::contact::Conversation>>;
+    /// Records an outbound message with its contact (found or created) and conversation (per
+    /// the policy), its effects and, when given, the completion of its idempotency claim, in
+    /// one transaction. A claim no longer owned is `Conflict` and nothing is written.
+    async fn record_outbound(
+        &self,
+        new: NewOutbound,
+        completion: Option<IdempotencyCompletion<'_, Recorded>>,
+        effects: EffectsFn<'_, Recorded>,
+    ) -> StoreResult<Recorded>;
+    /// Records what a provider reported for one channel (inbound messages, de-duplicated on the
+    /// provider id; status updates, forward only) in one transaction.
+    async fn record_provider_batch(
+        &self,
+        batch: ProviderBatch,
+        effects: BatchEffectsFn<'_>,
+    ) -> StoreResult<BatchOutcome>;
+    /// A message by its global id (for the admin tools).
+    async fn get_message(&self, id: i64) -> StoreResult<MessageRecord>;
+    /// A page of the organization's messages, newest first.
+    async fn list_messages(
+        &self,
+        org_id: i64,
+        filter: &MessageFilter,
+        after: Option<HistoryCursor>,
+        limit: i64,
+    ) -> StoreResult<Vec<MessageRecord>>;
+}
+
+/// Idempotency records: one per credential and `Idempotency-Key`.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
+    /// Claims a key in a short transaction of its own (see [`ClaimOutcome`]). A record expires
+    /// `retention` after its claim, but never while a claim holds it (not before the lease
+    /// ends); an expired record counts as absent.
+    async fn claim_idempotency(&self, claim: IdempotencyClaim) -> StoreResult<ClaimOutcome>;
+    /// Stores the response of a claim still owned; `false` when the claim was lost.
+    async fn complete_idempotency(
+        &self,
+        token: ClaimToken,
+        response: StoredResponse,
+    ) -> StoreResult<bool>;
+    /// Gives a claim up (after a 5xx), so that a retry with the key can run.
+    async fn release_idempotency(&self, token: ClaimToken) -> StoreResult<()>;
+    /// The state of a key, without claiming it (expired records are absent).
+    async fn idempotency_state(
+        &self,
+        api_key_id: i64,
+        key: &str,
+        now: Timestamp,
+    ) -> StoreResult<IdempotencyState>;
+    /// Deletes up to `batch` records expired at `now`; returns how many.
+    async fn purge_idempotency(&self, now: Timestamp, batch: i64) -> StoreResult<u64>;
+}
+
+/// The template catalogue and the consent evidence of catalog template sends.
+#[async_trait]
+pub trait TemplateStore: Send + Sync {
+    /// Creates a template; a template of the channel with the same name and language, or with
+    /// the same provider id, is `UniqueViolation`.
+    async fn create_template(
+        &self,
+        new: NewTemplate,
+        effects: EffectsFn<'_, TemplateRecord>,
+    ) -> StoreResult<TemplateRecord>;
+    /// Changes a template (any organization, for the admin tools); `NotFound` when there is
+    /// none. A provider id another template of the channel has is `UniqueViolation`.
+    async fn update_template(
+        &self,
+        uuid: Uuid,
+        patch: TemplatePatch,
+        now: Timestamp,
+        effects: EffectsFn<'_, TemplateChange>,
+    ) -> StoreResult<TemplateChange>;
+    /// A template by UUID, in any organization (for the admin tools).
+    async fn get_template(&self, uuid: Uuid) -> StoreResult<TemplateRecord>;
+    /// A template of the organization by UUID.
+    async fn find_template(&self, org_id: i64, uuid: Uuid) -> StoreResult<Option<TemplateRecord>>;
+    /// A channel's templates, oldest first.
+    async fn list_channel_templates(&self, channel_id: i64) -> StoreResult<Vec<TemplateRecord>>;
+    /// The organization's templates on all its channels, oldest first.
+    async fn list_org_templates(&self, org_id: i64) -> StoreResult<Vec<TemplateRecord>>;
+    /// Applies a status the provider reported to the channel's template it names: by provider
+    /// id, else by name and language (whose template then takes the provider id). `None` when
+    /// no template matches or the status is already that one.
+    async fn apply_template_status(
+        &self,
+        channel_id: i64,
+        update: ProviderTemplateStatus,
+        now: Timestamp,
+        effects: EffectsFn<'_, TemplateChange>,
+    ) -> StoreResult<Option<TemplateChange>>;
+    /// Records an outbound catalog template message like `record_outbound` (contact found or
+    /// created, with `contact_name`; conversation per the policy), with its consent evidence
+    /// (append-only, linked from the message, and from the conversation when the conversation
+    /// has no consent yet and the policy opens conversations), in one transaction.
+    async fn record_consented_outbound(
+        &self,
+        new: NewOutbound,
+        contact_name: Option<String>,
+        consent: NewConsent,
+        completion: Option<IdempotencyCompletion<'_, Recorded>>,
+        effects: EffectsFn<'_, Recorded>,
+    ) -> StoreResult<Recorded>;
+    /// Consent evidence of the organization by UUID.
+    async fn find_consent(&self, org_id: i64, uuid: Uuid) -> StoreResult<Option<ConsentRecord>>;
+}
+
+/// The whole storage interface.
+pub trait Store:
+    SystemStore
+    + OrgStore
+    + ChannelStore
+    + KeyStore
+    + EventStore
+    + UserStore
+    + OrgLogStore
+    + MessageStore
+    + IdempotencyStore
+    + WebhookStore
+    + TemplateStore
+    + LegacyStore
+{
+}
+
+impl<T> Store for T where
+    T: SystemStore
+        + OrgStore
+        + ChannelStore
+        + KeyStore
+        + EventStore
+        + UserStore
+        + OrgLogStore
+        + MessageStore
+        + IdempotencyStore
+        + WebhookStore
+        + TemplateStore
+        + LegacyStore
+{
+}
+
+pub type SharedStore = Arc<dyn Store>;
+
+/// Connects to the database (creating a SQLite file if needed) with a pool of at most
+/// `max_connections`. Does not migrate.
+pub async fn connect(url: &DatabaseUrl, max_connections: u32) -> StoreResult<SharedStore> {
+    match url {
+        DatabaseUrl::Sqlite { path } => {
+            Ok(Arc::new(SqliteStore::connect(path, max_connections).await?))
+        }
+        DatabaseUrl::Postgres { url } => {
+            Ok(Arc::new(PgStore::connect(url, max_connections).await?))
+        }
+    }
+}

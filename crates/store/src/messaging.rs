@@ -1,0 +1,271 @@
+//! Records of the messaging aggregate (contacts, conversations, messages) and of idempotency.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use switchboard_domain::Timestamp;
+use switchboard_domain::channel::ChannelIdentity;
+use switchboard_domain::contact::{Contact, Conversation};
+use switchboard_domain::event::Effects;
+use switchboard_domain::message::{Direction, MessageStatus, MessageType};
+use switchboard_domain::phone::Phone;
+
+/// A message as stored, with what the API shows of its channel, contact and conversation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageRecord {
+    pub id: i64,
+    pub uuid: Uuid,
+    pub org_id: i64,
+    pub channel: ChannelIdentity,
+    pub contact_id: i64,
+    pub contact_uuid: Uuid,
+    pub conversation_id: Option<i64>,
+    pub conversation_uuid: Option<Uuid>,
+    /// The API key that sent it (outbound through the API).
+    pub api_key_id: Option<i64>,
+    pub direction: Direction,
+    pub message_type: MessageType,
+    pub status: MessageStatus,
+    /// The type-specific content (shown under the key named by `message_type`).
+    pub content: Value,
+    pub provider_message_id: Option<String>,
+    /// Why the message failed: `{"code", "message", ...provider details}`.
+    pub error: Option<Value>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// The consent evidence the message was sent under (catalog template sends).
+    pub consent_uuid: Option<Uuid>,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewContact {
+    pub org_id: i64,
+    pub uuid: Uuid,
+    pub phone: Option<Phone>,
+    pub name: Option<String>,
+    pub telegram_chat_id: Option<String>,
+    pub now: Timestamp,
+}
+
+/// Who an outbound message goes to.
+#[derive(Clone, Debug)]
+pub enum RecipientRef {
+    /// An existing contact of the organization, by id.
+    Contact(i64),
+    /// A phone number: the organization's contact with it, created if there is none.
+    Phone(Phone),
+}
+
+/// What an outbound message does to the conversation of its contact and channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConversationPolicy {
+    /// Continue the open conversation, or open one.
+    OpenOrContinue,
+    /// Continue the open conversation if there is one; never open one.
+    ContinueIfOpen,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewOutbound {
+    pub org_id: i64,
+    pub channel_id: i64,
+    pub api_key_id: Option<i64>,
+    pub recipient: RecipientRef,
+    pub conversation: ConversationPolicy,
+    pub uuid: Uuid,
+    pub message_type: MessageType,
+    pub status: MessageStatus,
+    pub content: Value,
+    pub provider_message_id: Option<String>,
+    pub error: Option<Value>,
+    pub now: Timestamp,
+}
+
+/// What recording a message wrote.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub message: MessageRecord,
+    pub contact: Contact,
+    pub contact_created: bool,
+    pub conversation: Option<Conversation>,
+    pub conversation_created: bool,
+}
+
+/// Who an inbound message is from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InboundSender {
+    /// A phone number (WhatsApp's `wa_id`, the sandbox's `--from`).
+    Phone(Phone),
+    /// A Telegram chat.
+    Telegram { chat_id: String },
+}
+
+#[derive(Clone, Debug)]
+pub struct NewInbound {
+    pub sender: InboundSender,
+    /// A display name from the provider's profile, used when the contact is created.
+    pub profile_name: Option<String>,
+    pub uuid: Uuid,
+    pub message_type: MessageType,
+    pub content: Value,
+    /// The provider's id: the de-duplication key, unique per channel.
+    pub provider_message_id: String,
+    /// When the contact sent it (the provider's time, never later than `now`).
+    pub sent_at: Timestamp,
+}
+
+/// Which outbound message a status update is about.
+#[derive(Clone, Debug)]
+pub enum MessageRef {
+    Id(i64),
+    /// The provider's id on the batch's channel.
+    Provider(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct NewStatus {
+    pub message: MessageRef,
+    pub status: MessageStatus,
+    /// The provider's error, for `failed`.
+    pub error: Option<Value>,
+}
+
+/// What a provider callback (or the sandbox tools) brings for one channel.
+#[derive(Clone, Debug)]
+pub struct ProviderBatch {
+    pub org_id: i64,
+    pub channel_id: i64,
+    pub messages: Vec<NewInbound>,
+    pub statuses: Vec<NewStatus>,
+    pub now: Timestamp,
+}
+
+/// The outcome of one inbound message.
+#[derive(Clone, Debug)]
+pub enum InboundOutcome {
+    Stored(Box<Recorded>),
+    /// Already stored (same provider id on the channel): nothing changed.
+    Duplicate {
+        provider_message_id: String,
+    },
+}
+
+/// The outcome of one status update.
+#[derive(Clone, Debug)]
+pub enum StatusOutcome {
+    Applied {
+        message: MessageRecord,
+        previous: MessageStatus,
+    },
+    /// The message exists but is already at or past this status (stale or duplicate), or is
+    /// not an outbound message.
+    Ignored { message: MessageRecord },
+    /// No such message on the channel.
+    NotFound,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct BatchOutcome {
+    pub messages: Vec<InboundOutcome>,
+    pub statuses: Vec<StatusOutcome>,
+}
+
+/// What a change in a provider batch causes; the store asks for the effects of each.
+pub enum BatchChange<'a> {
+    Inbound(&'a Recorded),
+    Status {
+        message: &'a MessageRecord,
+        previous: MessageStatus,
+    },
+}
+
+pub type BatchEffectsFn<'a> = Box<dyn Fn(BatchChange<'_>) -> Effects + Send + Sync + 'a>;
+
+/// History filters, all optional; ids already resolved within the organization.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MessageFilter {
+    pub channel_id: Option<i64>,
+    pub contact_id: Option<i64>,
+    pub conversation_id: Option<i64>,
+    pub direction: Option<Direction>,
+    pub status: Option<MessageStatus>,
+    /// Inclusive.
+    pub since: Option<Timestamp>,
+    /// Exclusive.
+    pub until: Option<Timestamp>,
+}
+
+/// A position in the newest-first history: the (time, id) of the last message returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryCursor {
+    pub created_at: Timestamp,
+    pub id: i64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idempotency
+
+/// A request to claim an idempotency key.
+#[derive(Clone, Debug)]
+pub struct IdempotencyClaim {
+    pub api_key_id: i64,
+    pub key: String,
+    pub method: String,
+    pub path: String,
+    /// SHA-256 of method, path and body.
+    pub fingerprint: Vec<u8>,
+    /// A fresh token that identifies this claimant.
+    pub owner: Uuid,
+    pub now: Timestamp,
+    /// How long the claim holds the key before another request may take it over.
+    pub lease: Duration,
+    /// How long the record is kept.
+    pub retention: Duration,
+}
+
+/// Proof of a claim: the record and the claimant's token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClaimToken {
+    pub record_id: i64,
+    pub owner: Uuid,
+}
+
+/// A response kept for replay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredResponse {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// This request owns the key now (`taken_over`: from a claimant whose lease had expired).
+    Claimed { token: ClaimToken, taken_over: bool },
+    /// The same request completed before: replay this.
+    Replay(StoredResponse),
+    /// The key was used with a different method, path or body.
+    Conflict,
+    /// The same request is running under a live lease.
+    InProgress,
+}
+
+/// The state of a key, read without claiming it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IdempotencyState {
+    Absent,
+    Completed {
+        fingerprint: Vec<u8>,
+        response: StoredResponse,
+    },
+    InProgress {
+        fingerprint: Vec<u8>,
+    },
+}
+
+/// Completes a claim inside the transaction that writes the result.
+pub struct IdempotencyCompletion<'a, T> {
+    pub token: ClaimToken,
+    pub respond: Box<dyn FnOnce(&T) -> StoredResponse + Send + 'a>,
+}

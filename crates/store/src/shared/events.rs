@@ -1,0 +1,167 @@
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::{Backend, Db};
+use crate::{EventStore, StoreError, StoreResult};
+use switchboard_domain::Timestamp;
+use switchboard_domain::channel::ChannelIdentity;
+use switchboard_domain::event::{Actor, Effects, EventCategory, NewEvent, OrgEvent, Subject};
+
+/// Writes outbox events and organization log entries inside the caller's transaction.
+/// Every log entry of category `audit` also goes to the outbox as `audit.recorded`.
+/// Returns whether outbox events were written (the caller wakes the dispatcher after commit).
+pub(crate) async fn write_effects_tx(
+    conn: &mut <Db as sqlx::Database>::Connection,
+    effects: &Effects,
+) -> StoreResult<bool> {
+    let audit: Vec<NewEvent> = effects
+        .log
+        .iter()
+        .filter(|e| e.category == EventCategory::Audit)
+        .map(OrgEvent::audit_recorded)
+        .collect();
+    for e in &effects.log {
+        let (actor_type, key_id, key_prefix) = match &e.actor {
+            Actor::ApiKey {
+                api_key_id,
+                api_key_prefix,
+            } => ("api_key", Some(*api_key_id), Some(api_key_prefix.as_str())),
+            Actor::Admin => ("admin", None, None),
+            Actor::System => ("system", None, None),
+        };
+        sqlx::query(
+            "INSERT INTO org_events (uuid, org_id, type, category, actor_type, actor_key_id, actor_key_prefix,
+                                     subject_type, subject_id, details, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(e.uuid)
+        .bind(e.org_id)
+        .bind(&e.event_type)
+        .bind(e.category.as_str())
+        .bind(actor_type)
+        .bind(key_id)
+        .bind(key_prefix)
+        .bind(e.subject.as_ref().map(|s| s.kind.as_str()))
+        .bind(e.subject.as_ref().map(|s| s.id.as_str()))
+        .bind(Json(&e.details))
+        .bind(e.created_at)
+        .execute(&mut *conn)
+        .await?;
+    }
+    // Each event fans out into webhook deliveries in this same transaction.
+    let mut fan = super::webhooks::FanOut::default();
+    for e in effects.outbox.iter().chain(&audit) {
+        super::webhooks::insert_event(&mut *conn, e, &mut fan).await?;
+    }
+    fan.finish(&mut *conn).await?;
+    Ok(!effects.outbox.is_empty() || !audit.is_empty())
+}
+
+#[derive(sqlx::FromRow)]
+struct EventRow {
+    uuid: Uuid,
+    org_id: i64,
+    name: String,
+    data: Json<Value>,
+    channel: Option<Json<ChannelIdentity>>,
+    occurred_at: Timestamp,
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct OrgEventRow {
+    uuid: Uuid,
+    org_id: i64,
+    #[sqlx(rename = "type")]
+    event_type: String,
+    category: String,
+    actor_type: String,
+    actor_key_id: Option<i64>,
+    actor_key_prefix: Option<String>,
+    subject_type: Option<String>,
+    subject_id: Option<String>,
+    details: Json<Value>,
+    created_at: Timestamp,
+}
+
+impl TryFrom<OrgEventRow> for OrgEvent {
+    type Error = StoreError;
+    fn try_from(r: OrgEventRow) -> Result<Self, StoreError> {
+        let actor = match (r.actor_type.as_str(), r.actor_key_id) {
+            ("api_key", Some(id)) => Actor::ApiKey {
+                api_key_id: id,
+                api_key_prefix: r.actor_key_prefix.unwrap_or_default(),
+            },
+            ("admin", _) => Actor::Admin,
+            ("system", _) => Actor::System,
+            (other, _) => return Err(StoreError::Other(format!("unknown actor type {other}"))),
+        };
+        Ok(OrgEvent {
+            uuid: r.uuid,
+            org_id: r.org_id,
+            event_type: r.event_type,
+            category: r
+                .category
+                .parse::<EventCategory>()
+                .map_err(StoreError::Other)?,
+            actor,
+            subject: match (r.subject_type, r.subject_id) {
+                (Some(kind), Some(id)) => Some(Subject { kind, id }),
+                _ => None,
+            },
+            details: r.details.0,
+            created_at: r.created_at,
+        })
+    }
+}
+
+#[async_trait]
+impl EventStore for Backend {
+    async fn write_effects(&self, effects: Effects) -> StoreResult<()> {
+        if effects.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin().await?;
+        let written = write_effects_tx(&mut tx, &effects).await?;
+        tx.commit().await?;
+        if written {
+            self.notify_outbox().await;
+        }
+        Ok(())
+    }
+
+    async fn list_outbox_events(&self, org_id: i64, limit: i64) -> StoreResult<Vec<NewEvent>> {
+        let rows: Vec<EventRow> = sqlx::query_as(
+            "SELECT uuid, org_id, name, data, channel, occurred_at FROM events WHERE org_id = $1 ORDER BY id LIMIT $2",
+        )
+        .bind(org_id)
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| NewEvent {
+                uuid: r.uuid,
+                org_id: r.org_id,
+                name: r.name,
+                data: r.data.0,
+                channel: r.channel.map(|c| c.0),
+                occurred_at: r.occurred_at,
+            })
+            .collect())
+    }
+
+    async fn list_org_events(&self, org_id: i64, limit: i64) -> StoreResult<Vec<OrgEvent>> {
+        let rows: Vec<OrgEventRow> = sqlx::query_as(
+            "SELECT uuid, org_id, type, category, actor_type, actor_key_id, actor_key_prefix, subject_type, subject_id,
+                    details, created_at
+             FROM org_events WHERE org_id = $1 ORDER BY id LIMIT $2",
+        )
+        .bind(org_id)
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+}

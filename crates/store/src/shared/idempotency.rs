@@ -1,0 +1,248 @@
+//! Idempotency records: claim (a short transaction of its own), complete (inside the
+//! transaction that writes the result, conditional on still owning the claim), release, purge.
+
+use async_trait::async_trait;
+
+use super::{Backend, Db, dialect};
+use crate::{
+    ClaimOutcome, ClaimToken, IdempotencyClaim, IdempotencyState, IdempotencyStore, StoreError,
+    StoreResult, StoredResponse,
+};
+use switchboard_domain::Timestamp;
+
+type Conn = <Db as sqlx::Database>::Connection;
+
+#[derive(sqlx::FromRow)]
+pub(super) struct RecordRow {
+    id: i64,
+    fingerprint: Vec<u8>,
+    state: String,
+    locked_until: Option<Timestamp>,
+    response_status: Option<i32>,
+    response_body: Option<Vec<u8>>,
+    expires_at: Timestamp,
+}
+
+impl RecordRow {
+    fn response(&self) -> StoreResult<StoredResponse> {
+        match (self.response_status, &self.response_body) {
+            (Some(status), Some(body)) => Ok(StoredResponse {
+                status: u16::try_from(status)
+                    .map_err(|_| StoreError::Other("stored status out of range".into()))?,
+                body: body.clone(),
+            }),
+            _ => Err(StoreError::Other(
+                "a completed idempotency record has no response".into(),
+            )),
+        }
+    }
+}
+
+/// Stores the response of a claim inside the caller's transaction. A claim that is no longer
+/// owned (taken over after its lease expired) is `Conflict`: the caller must roll back.
+pub(crate) async fn complete_tx(
+    conn: &mut Conn,
+    token: ClaimToken,
+    response: &StoredResponse,
+) -> StoreResult<()> {
+    let done = sqlx::query(
+        "UPDATE idempotency_records
+         SET state = 'completed', owner = NULL, locked_until = NULL, response_status = $1, response_body = $2
+         WHERE id = $3 AND owner = $4 AND state = 'in_progress'",
+    )
+    .bind(i32::from(response.status))
+    .bind(&response.body)
+    .bind(token.record_id)
+    .bind(token.owner)
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::Conflict(
+            "the idempotency claim was lost to another request".into(),
+        ))
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for Backend {
+    async fn claim_idempotency(&self, c: IdempotencyClaim) -> StoreResult<ClaimOutcome> {
+        let locked_until = c.now.saturating_add(c.lease);
+        // A record never expires while its claim holds the key.
+        let expires_at = c.now.saturating_add(c.retention.max(c.lease));
+        // The common case, a new key: one statement, atomic on its own (no transaction).
+        let insert = || {
+            sqlx::query_scalar::<_, i64>(
+                "INSERT INTO idempotency_records (api_key_id, idempotency_key, method, path, fingerprint, state, owner,
+                                                  locked_until, created_at, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7, $8, $9)
+                 ON CONFLICT (api_key_id, idempotency_key) DO NOTHING
+                 RETURNING id",
+            )
+            .bind(c.api_key_id)
+            .bind(&c.key)
+            .bind(&c.method)
+            .bind(&c.path)
+            .bind(&c.fingerprint)
+            .bind(c.owner)
+            .bind(locked_until)
+            .bind(c.now)
+            .bind(expires_at)
+        };
+        let claimed = |record_id| ClaimOutcome::Claimed {
+            token: ClaimToken {
+                record_id,
+                owner: c.owner,
+            },
+            taken_over: false,
+        };
+        if let Some(record_id) = insert().fetch_optional(self.writer()).await? {
+            return Ok(claimed(record_id));
+        }
+        // The key exists (or existed a moment ago): decide under a transaction.
+        let mut tx = self.begin().await?;
+        let inserted: Option<i64> = insert().fetch_optional(&mut *tx).await?;
+        if let Some(record_id) = inserted {
+            tx.commit().await?;
+            return Ok(claimed(record_id));
+        }
+        // The key exists: lock its row (PostgreSQL) and decide.
+        let row: RecordRow = sqlx::query_as(dialect::SELECT_IDEMPOTENCY_FOR_UPDATE)
+            .bind(c.api_key_id)
+            .bind(&c.key)
+            .fetch_one(&mut *tx)
+            .await?;
+        let token = ClaimToken {
+            record_id: row.id,
+            owner: c.owner,
+        };
+        let lease_over = row.state == "completed" || row.locked_until.is_none_or(|t| t <= c.now);
+        if row.expires_at <= c.now && lease_over {
+            // Expired and not purged yet: as good as absent. Start over in place.
+            sqlx::query(
+                "UPDATE idempotency_records
+                 SET method = $1, path = $2, fingerprint = $3, state = 'in_progress', owner = $4, locked_until = $5,
+                     response_status = NULL, response_body = NULL, created_at = $6, expires_at = $7
+                 WHERE id = $8",
+            )
+            .bind(&c.method)
+            .bind(&c.path)
+            .bind(&c.fingerprint)
+            .bind(c.owner)
+            .bind(locked_until)
+            .bind(c.now)
+            .bind(expires_at)
+            .bind(row.id)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            return Ok(ClaimOutcome::Claimed {
+                token,
+                taken_over: false,
+            });
+        }
+        let outcome = if row.fingerprint != c.fingerprint {
+            ClaimOutcome::Conflict
+        } else if row.state == "completed" {
+            ClaimOutcome::Replay(row.response()?)
+        } else if row.locked_until.is_some_and(|t| t > c.now) {
+            ClaimOutcome::InProgress
+        } else {
+            // The claimant's lease expired (it crashed or is too slow): take the key over.
+            sqlx::query(
+                "UPDATE idempotency_records SET owner = $1, locked_until = $2, expires_at = $3
+                 WHERE id = $4 AND state = 'in_progress'",
+            )
+            .bind(c.owner)
+            .bind(locked_until)
+            .bind(row.expires_at.max(locked_until))
+            .bind(row.id)
+            .execute(&mut *tx)
+            .await?;
+            ClaimOutcome::Claimed {
+                token,
+                taken_over: true,
+            }
+        };
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    async fn complete_idempotency(
+        &self,
+        token: ClaimToken,
+        response: StoredResponse,
+    ) -> StoreResult<bool> {
+        let mut tx = self.begin().await?;
+        match complete_tx(&mut tx, token, &response).await {
+            Ok(()) => {
+                tx.commit().await?;
+                Ok(true)
+            }
+            Err(StoreError::Conflict(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn release_idempotency(&self, token: ClaimToken) -> StoreResult<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "DELETE FROM idempotency_records WHERE id = $1 AND owner = $2 AND state = 'in_progress'",
+        )
+        .bind(token.record_id)
+        .bind(token.owner)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn idempotency_state(
+        &self,
+        api_key_id: i64,
+        key: &str,
+        now: Timestamp,
+    ) -> StoreResult<IdempotencyState> {
+        let row: Option<RecordRow> = sqlx::query_as(
+            "SELECT id, fingerprint, state, locked_until, response_status, response_body, expires_at
+             FROM idempotency_records WHERE api_key_id = $1 AND idempotency_key = $2",
+        )
+        .bind(api_key_id)
+        .bind(key)
+        .fetch_optional(self.reader())
+        .await?;
+        Ok(match row {
+            None => IdempotencyState::Absent,
+            Some(r)
+                if r.expires_at <= now
+                    && (r.state == "completed" || r.locked_until.is_none_or(|t| t <= now)) =>
+            {
+                IdempotencyState::Absent
+            }
+            Some(r) if r.state == "completed" => IdempotencyState::Completed {
+                response: r.response()?,
+                fingerprint: r.fingerprint,
+            },
+            Some(r) => IdempotencyState::InProgress {
+                fingerprint: r.fingerprint,
+            },
+        })
+    }
+
+    async fn purge_idempotency(&self, now: Timestamp, batch: i64) -> StoreResult<u64> {
+        let mut tx = self.begin().await?;
+        let done = sqlx::query(
+            "DELETE FROM idempotency_records WHERE id IN (
+                 SELECT id FROM idempotency_records
+                 WHERE expires_at <= $1 AND (state = 'completed' OR locked_until IS NULL OR locked_until <= $1)
+                 ORDER BY expires_at LIMIT $2)",
+        )
+        .bind(now)
+        .bind(batch)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected())
+    }
+}

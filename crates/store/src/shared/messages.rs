@@ -1,0 +1,849 @@
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::{Backend, Db};
+use crate::{
+    BatchChange, BatchEffectsFn, BatchOutcome, ConversationPolicy, EffectsFn, HistoryCursor,
+    IdempotencyCompletion, InboundOutcome, InboundSender, MessageFilter, MessageRecord, MessageRef,
+    MessageStore, NewConsent, NewContact, NewOutbound, ProviderBatch, RecipientRef, Recorded,
+    StatusOutcome, StoreError, StoreResult,
+};
+use switchboard_domain::Timestamp;
+use switchboard_domain::channel::{ChannelIdentity, ChannelType};
+use switchboard_domain::contact::{Contact, Conversation, ConversationStatus};
+use switchboard_domain::message::{Direction, MessageStatus, MessageType};
+use switchboard_domain::phone::Phone;
+
+pub(super) type Conn = <Db as sqlx::Database>::Connection;
+
+macro_rules! select_messages {
+    ($rest:literal) => {
+        concat!(
+            "SELECT m.id, m.uuid, m.org_id, m.channel_id, ch.uuid AS channel_uuid, ch.slug AS channel_slug,
+                    ch.type AS channel_type, ch.name AS channel_name, ch.identifier AS channel_identifier,
+                    m.contact_id, ct.uuid AS contact_uuid, m.conversation_id, cv.uuid AS conversation_uuid,
+                    m.api_key_id, m.direction, m.type, m.status, m.content, m.provider_message_id, m.error,
+                    m.created_at, m.updated_at, cs.uuid AS consent_uuid
+             FROM messages m
+             JOIN channels ch ON ch.id = m.channel_id
+             JOIN contacts ct ON ct.id = m.contact_id
+             LEFT JOIN conversations cv ON cv.id = m.conversation_id
+             LEFT JOIN consents cs ON cs.id = m.consent_id ",
+            $rest
+        )
+    };
+}
+
+pub(super) const SELECT_CONTACTS: &str =
+    "SELECT id, uuid, org_id, phone, name, telegram_chat_id, created_at, updated_at FROM contacts ";
+
+macro_rules! select_conversations {
+    ($rest:literal) => {
+        concat!(
+            "SELECT cv.id, cv.uuid, cv.org_id, cv.contact_id, ct.uuid AS contact_uuid, cv.channel_id, cv.status,
+                    cv.last_inbound_at, cv.created_at, cv.updated_at, ccs.uuid AS consent_uuid
+             FROM conversations cv JOIN contacts ct ON ct.id = cv.contact_id
+             LEFT JOIN consents ccs ON ccs.id = cv.consent_id ",
+            $rest
+        )
+    };
+}
+
+#[derive(sqlx::FromRow)]
+struct MessageRow {
+    id: i64,
+    uuid: Uuid,
+    org_id: i64,
+    channel_id: i64,
+    channel_uuid: Uuid,
+    channel_slug: String,
+    channel_type: String,
+    channel_name: String,
+    channel_identifier: String,
+    contact_id: i64,
+    contact_uuid: Uuid,
+    conversation_id: Option<i64>,
+    conversation_uuid: Option<Uuid>,
+    api_key_id: Option<i64>,
+    direction: String,
+    #[sqlx(rename = "type")]
+    message_type: String,
+    status: String,
+    content: Json<Value>,
+    provider_message_id: Option<String>,
+    error: Option<Json<Value>>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    consent_uuid: Option<Uuid>,
+}
+
+impl TryFrom<MessageRow> for MessageRecord {
+    type Error = StoreError;
+    fn try_from(r: MessageRow) -> Result<Self, StoreError> {
+        Ok(MessageRecord {
+            id: r.id,
+            uuid: r.uuid,
+            org_id: r.org_id,
+            channel: ChannelIdentity {
+                id: r.channel_id,
+                uuid: r.channel_uuid,
+                slug: r.channel_slug,
+                channel_type: r
+                    .channel_type
+                    .parse::<ChannelType>()
+                    .map_err(StoreError::Other)?,
+                name: r.channel_name,
+                identifier: r.channel_identifier,
+            },
+            contact_id: r.contact_id,
+            contact_uuid: r.contact_uuid,
+            conversation_id: r.conversation_id,
+            conversation_uuid: r.conversation_uuid,
+            api_key_id: r.api_key_id,
+            direction: r
+                .direction
+                .parse::<Direction>()
+                .map_err(StoreError::Other)?,
+            message_type: r
+                .message_type
+                .parse::<MessageType>()
+                .map_err(StoreError::Other)?,
+            status: r
+                .status
+                .parse::<MessageStatus>()
+                .map_err(StoreError::Other)?,
+            content: r.content.0,
+            provider_message_id: r.provider_message_id,
+            error: r.error.map(|e| e.0),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            consent_uuid: r.consent_uuid,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct ContactRow {
+    id: i64,
+    uuid: Uuid,
+    org_id: i64,
+    phone: Option<String>,
+    name: Option<String>,
+    telegram_chat_id: Option<String>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<ContactRow> for Contact {
+    fn from(r: ContactRow) -> Self {
+        Contact {
+            id: r.id,
+            uuid: r.uuid,
+            org_id: r.org_id,
+            phone: r.phone.map(Phone::from_stored),
+            name: r.name,
+            telegram_chat_id: r.telegram_chat_id,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct ConversationRow {
+    id: i64,
+    uuid: Uuid,
+    org_id: i64,
+    contact_id: i64,
+    contact_uuid: Uuid,
+    channel_id: i64,
+    status: String,
+    last_inbound_at: Option<Timestamp>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    consent_uuid: Option<Uuid>,
+}
+
+impl TryFrom<ConversationRow> for Conversation {
+    type Error = StoreError;
+    fn try_from(r: ConversationRow) -> Result<Self, StoreError> {
+        Ok(Conversation {
+            id: r.id,
+            uuid: r.uuid,
+            org_id: r.org_id,
+            contact_id: r.contact_id,
+            contact_uuid: r.contact_uuid,
+            channel_id: r.channel_id,
+            status: r
+                .status
+                .parse::<ConversationStatus>()
+                .map_err(StoreError::Other)?,
+            last_inbound_at: r.last_inbound_at,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            consent_uuid: r.consent_uuid,
+        })
+    }
+}
+
+pub(super) async fn fetch_message(conn: &mut Conn, id: i64) -> StoreResult<MessageRecord> {
+    let row: MessageRow = sqlx::query_as(select_messages!("WHERE m.id = $1"))
+        .bind(id)
+        .fetch_one(&mut *conn)
+        .await?;
+    row.try_into()
+}
+
+pub(super) async fn fetch_contact(conn: &mut Conn, id: i64) -> StoreResult<Contact> {
+    let row: ContactRow = sqlx::query_as(&format!("{SELECT_CONTACTS} WHERE id = $1"))
+        .bind(id)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(row.into())
+}
+
+pub(super) async fn fetch_conversation(conn: &mut Conn, id: i64) -> StoreResult<Conversation> {
+    let row: ConversationRow = sqlx::query_as(select_conversations!("WHERE cv.id = $1"))
+        .bind(id)
+        .fetch_one(&mut *conn)
+        .await?;
+    row.try_into()
+}
+
+pub(super) async fn open_conversation_of(
+    conn: &mut Conn,
+    contact_id: i64,
+    channel_id: i64,
+) -> StoreResult<Option<Conversation>> {
+    let row: Option<ConversationRow> = sqlx::query_as(select_conversations!(
+        "WHERE cv.contact_id = $1 AND cv.channel_id = $2 AND cv.status = 'open'"
+    ))
+    .bind(contact_id)
+    .bind(channel_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(TryInto::try_into).transpose()
+}
+
+async fn insert_contact(conn: &mut Conn, new: &NewContact) -> StoreResult<i64> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO contacts (uuid, org_id, phone, name, telegram_chat_id, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING id",
+    )
+    .bind(new.uuid)
+    .bind(new.org_id)
+    .bind(new.phone.as_ref().map(Phone::as_str))
+    .bind(&new.name)
+    .bind(&new.telegram_chat_id)
+    .bind(new.now)
+    .fetch_one(&mut *conn)
+    .await?)
+}
+
+/// The organization's contact with this phone, created (with `name`) if there is none.
+/// Concurrent callers converge on one row: the unique index decides.
+pub(super) async fn contact_by_phone(
+    conn: &mut Conn,
+    org_id: i64,
+    phone: &Phone,
+    name: Option<&str>,
+    now: Timestamp,
+) -> StoreResult<(Contact, bool)> {
+    let created: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO contacts (uuid, org_id, phone, name, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $5)
+         ON CONFLICT (org_id, phone) WHERE phone IS NOT NULL DO NOTHING
+         RETURNING id",
+    )
+    .bind(Uuid::now_v7())
+    .bind(org_id)
+    .bind(phone.as_str())
+    .bind(name)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(id) = created {
+        return Ok((fetch_contact(conn, id).await?, true));
+    }
+    let row: ContactRow = sqlx::query_as(&format!(
+        "{SELECT_CONTACTS} WHERE org_id = $1 AND phone = $2"
+    ))
+    .bind(org_id)
+    .bind(phone.as_str())
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok((row.into(), false))
+}
+
+/// The organization's contact with this Telegram chat, created if there is none.
+async fn contact_by_telegram(
+    conn: &mut Conn,
+    org_id: i64,
+    chat_id: &str,
+    name: Option<&str>,
+    now: Timestamp,
+) -> StoreResult<(Contact, bool)> {
+    let created: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO contacts (uuid, org_id, name, telegram_chat_id, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $5)
+         ON CONFLICT (org_id, telegram_chat_id) WHERE telegram_chat_id IS NOT NULL DO NOTHING
+         RETURNING id",
+    )
+    .bind(Uuid::now_v7())
+    .bind(org_id)
+    .bind(name)
+    .bind(chat_id)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(id) = created {
+        return Ok((fetch_contact(conn, id).await?, true));
+    }
+    let row: ContactRow = sqlx::query_as(&format!(
+        "{SELECT_CONTACTS} WHERE org_id = $1 AND telegram_chat_id = $2"
+    ))
+    .bind(org_id)
+    .bind(chat_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok((row.into(), false))
+}
+
+/// The open conversation of a contact on a channel, opened if there is none. Concurrent
+/// callers converge on one row: the partial unique index decides.
+pub(super) async fn open_or_continue(
+    conn: &mut Conn,
+    org_id: i64,
+    contact_id: i64,
+    channel_id: i64,
+    now: Timestamp,
+) -> StoreResult<(Conversation, bool)> {
+    // Most sends continue a conversation: look first, insert only when there is none.
+    if let Some(c) = open_conversation_of(conn, contact_id, channel_id).await? {
+        return Ok((c, false));
+    }
+    let created: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO conversations (uuid, org_id, contact_id, channel_id, status, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, 'open', $5, $5)
+         ON CONFLICT (contact_id, channel_id) WHERE status = 'open' DO NOTHING
+         RETURNING id",
+    )
+    .bind(Uuid::now_v7())
+    .bind(org_id)
+    .bind(contact_id)
+    .bind(channel_id)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match created {
+        Some(id) => Ok((fetch_conversation(conn, id).await?, true)),
+        None => open_conversation_of(conn, contact_id, channel_id)
+            .await?
+            .map(|c| (c, false))
+            .ok_or_else(|| StoreError::Other("the open conversation vanished".into())),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn insert_message(
+    conn: &mut Conn,
+    uuid: Uuid,
+    org_id: i64,
+    channel_id: i64,
+    contact_id: i64,
+    conversation_id: Option<i64>,
+    api_key_id: Option<i64>,
+    direction: Direction,
+    message_type: MessageType,
+    status: MessageStatus,
+    content: &Value,
+    provider_message_id: Option<&str>,
+    error: Option<&Value>,
+    created_at: Timestamp,
+    now: Timestamp,
+) -> StoreResult<Option<i64>> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO messages (uuid, org_id, channel_id, contact_id, conversation_id, api_key_id, direction, type,
+                               status, content, provider_message_id, error, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+         ON CONFLICT (channel_id, provider_message_id) WHERE provider_message_id IS NOT NULL DO NOTHING
+         RETURNING id",
+    )
+    .bind(uuid)
+    .bind(org_id)
+    .bind(channel_id)
+    .bind(contact_id)
+    .bind(conversation_id)
+    .bind(api_key_id)
+    .bind(direction.as_str())
+    .bind(message_type.as_str())
+    .bind(status.as_str())
+    .bind(Json(content))
+    .bind(provider_message_id)
+    .bind(error.map(Json))
+    .bind(created_at)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await?)
+}
+
+async fn message_by_provider_id(
+    conn: &mut Conn,
+    channel_id: i64,
+    provider_message_id: &str,
+) -> StoreResult<Option<MessageRecord>> {
+    let row: Option<MessageRow> = sqlx::query_as(select_messages!(
+        "WHERE m.channel_id = $1 AND m.provider_message_id = $2"
+    ))
+    .bind(channel_id)
+    .bind(provider_message_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(TryInto::try_into).transpose()
+}
+
+/// The condition `status IN (...)` for the statuses from which `next` can be reached
+/// (built from the enum's constant names, never from input).
+fn predecessor_condition(next: MessageStatus) -> String {
+    let names: Vec<String> = MessageStatus::predecessors(next)
+        .into_iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    if names.is_empty() {
+        "FALSE".to_owned()
+    } else {
+        format!("status IN ({})", names.join(", "))
+    }
+}
+
+impl Backend {
+    /// Records an outbound message in one transaction: its contact (the organization's, or
+    /// the one with the phone, created with `contact_name` when new), its consent evidence
+    /// when given (linked to the message and to a conversation the message opens), its
+    /// conversation per the policy, the message, the completion of the idempotency claim and
+    /// the effects. Plain sends and catalog template sends both record through it.
+    pub(super) async fn write_outbound(
+        &self,
+        new: NewOutbound,
+        contact_name: Option<String>,
+        consent: Option<NewConsent>,
+        completion: Option<IdempotencyCompletion<'_, Recorded>>,
+        effects: EffectsFn<'_, Recorded>,
+    ) -> StoreResult<Recorded> {
+        let mut tx = self.begin().await?;
+        let (contact, contact_created) = match &new.recipient {
+            RecipientRef::Contact(id) => {
+                let c = fetch_contact(&mut tx, *id).await?;
+                if c.org_id != new.org_id {
+                    return Err(StoreError::NotFound);
+                }
+                (c, false)
+            }
+            RecipientRef::Phone(phone) => {
+                contact_by_phone(&mut tx, new.org_id, phone, contact_name.as_deref(), new.now)
+                    .await?
+            }
+        };
+        let consent_id = match &consent {
+            Some(c) => Some(super::templates::insert_consent(&mut tx, &new, contact.id, c).await?),
+            None => None,
+        };
+        let (conversation, conversation_created) = match new.conversation {
+            ConversationPolicy::OpenOrContinue => {
+                let (c, created) =
+                    open_or_continue(&mut tx, new.org_id, contact.id, new.channel_id, new.now)
+                        .await?;
+                match consent_id {
+                    // The consent under which the business initiated it (kept when it had one).
+                    Some(consent_id) => {
+                        sqlx::query(
+                            "UPDATE conversations SET consent_id = $1 WHERE id = $2 AND consent_id IS NULL",
+                        )
+                        .bind(consent_id)
+                        .bind(c.id)
+                        .execute(&mut *tx)
+                        .await?;
+                        (Some(fetch_conversation(&mut tx, c.id).await?), created)
+                    }
+                    None => (Some(c), created),
+                }
+            }
+            ConversationPolicy::ContinueIfOpen => (
+                open_conversation_of(&mut tx, contact.id, new.channel_id).await?,
+                false,
+            ),
+        };
+        let mut provider_message_id = new.provider_message_id.as_deref();
+        let id = loop {
+            let inserted = insert_message(
+                &mut tx,
+                new.uuid,
+                new.org_id,
+                new.channel_id,
+                contact.id,
+                conversation.as_ref().map(|c| c.id),
+                new.api_key_id,
+                Direction::Outbound,
+                new.message_type,
+                new.status,
+                &new.content,
+                provider_message_id,
+                new.error.as_ref(),
+                new.now,
+                new.now,
+            )
+            .await?;
+            match (inserted, provider_message_id) {
+                (Some(id), _) => break id,
+                // The provider accepted the message but gave an id this channel already has
+                // (a Telegram bot replaced by another numbers its messages from 1 again): the
+                // message was sent, so it is recorded, without the id, rather than lost.
+                (None, Some(_)) => {
+                    tracing::warn!(
+                        channel_id = new.channel_id,
+                        message_uuid = %new.uuid,
+                        "the provider's message id is already recorded on this channel; the message is recorded without it"
+                    );
+                    provider_message_id = None;
+                }
+                (None, None) => {
+                    return Err(StoreError::UniqueViolation(Some(
+                        "messages_channel_provider_id".into(),
+                    )));
+                }
+            }
+        };
+        if let Some(consent_id) = consent_id {
+            sqlx::query("UPDATE messages SET consent_id = $1 WHERE id = $2")
+                .bind(consent_id)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let recorded = Recorded {
+            message: fetch_message(&mut tx, id).await?,
+            contact,
+            contact_created,
+            conversation,
+            conversation_created,
+        };
+        if let Some(completion) = completion {
+            let response = (completion.respond)(&recorded);
+            super::idempotency::complete_tx(&mut tx, completion.token, &response).await?;
+        }
+        let written = super::write_effects_tx(&mut tx, &effects(&recorded)).await?;
+        tx.commit().await?;
+        if written {
+            self.notify_outbox().await;
+        }
+        Ok(recorded)
+    }
+}
+
+#[async_trait]
+impl MessageStore for Backend {
+    async fn create_contact(
+        &self,
+        new: NewContact,
+        effects: EffectsFn<'_, Contact>,
+    ) -> StoreResult<Contact> {
+        let mut tx = self.begin().await?;
+        let id = insert_contact(&mut tx, &new).await?;
+        let contact = fetch_contact(&mut tx, id).await?;
+        let written = super::write_effects_tx(&mut tx, &effects(&contact)).await?;
+        tx.commit().await?;
+        if written {
+            self.notify_outbox().await;
+        }
+        Ok(contact)
+    }
+
+    async fn find_contact(&self, org_id: i64, uuid: Uuid) -> StoreResult<Option<Contact>> {
+        let row: Option<ContactRow> = sqlx::query_as(&format!(
+            "{SELECT_CONTACTS} WHERE uuid = $1 AND org_id = $2 AND deleted_at IS NULL"
+        ))
+        .bind(uuid)
+        .bind(org_id)
+        .fetch_optional(self.reader())
+        .await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn find_contact_by_phone(
+        &self,
+        org_id: i64,
+        phone: &Phone,
+    ) -> StoreResult<Option<Contact>> {
+        let row: Option<ContactRow> = sqlx::query_as(&format!(
+            "{SELECT_CONTACTS} WHERE org_id = $1 AND phone = $2"
+        ))
+        .bind(org_id)
+        .bind(phone.as_str())
+        .fetch_optional(self.reader())
+        .await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn find_open_conversation(
+        &self,
+        contact_id: i64,
+        channel_id: i64,
+    ) -> StoreResult<Option<Conversation>> {
+        let row: Option<ConversationRow> = sqlx::query_as(select_conversations!(
+            "WHERE cv.contact_id = $1 AND cv.channel_id = $2 AND cv.status = 'open'"
+        ))
+        .bind(contact_id)
+        .bind(channel_id)
+        .fetch_optional(self.reader())
+        .await?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    async fn find_conversation(
+        &self,
+        org_id: i64,
+        uuid: Uuid,
+    ) -> StoreResult<Option<Conversation>> {
+        let row: Option<ConversationRow> = sqlx::query_as(select_conversations!(
+            "WHERE cv.uuid = $1 AND cv.org_id = $2"
+        ))
+        .bind(uuid)
+        .bind(org_id)
+        .fetch_optional(self.reader())
+        .await?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    async fn record_outbound(
+        &self,
+        new: NewOutbound,
+        completion: Option<IdempotencyCompletion<'_, Recorded>>,
+        effects: EffectsFn<'_, Recorded>,
+    ) -> StoreResult<Recorded> {
+        self.write_outbound(new, None, None, completion, effects)
+            .await
+    }
+
+    async fn record_provider_batch(
+        &self,
+        mut batch: ProviderBatch,
+        effects: BatchEffectsFn<'_>,
+    ) -> StoreResult<BatchOutcome> {
+        // One lock order for every transaction: by sender.
+        batch.messages.sort_by(|a, b| {
+            let key = |s: &InboundSender| match s {
+                InboundSender::Phone(p) => (0, p.as_str().to_owned()),
+                InboundSender::Telegram { chat_id } => (1, chat_id.clone()),
+            };
+            key(&a.sender).cmp(&key(&b.sender))
+        });
+        let mut tx = self.begin().await?;
+        let mut outcome = BatchOutcome::default();
+        let mut written = false;
+        for m in &batch.messages {
+            if message_by_provider_id(&mut tx, batch.channel_id, &m.provider_message_id)
+                .await?
+                .is_some()
+            {
+                outcome.messages.push(InboundOutcome::Duplicate {
+                    provider_message_id: m.provider_message_id.clone(),
+                });
+                continue;
+            }
+            let (contact, contact_created) = match &m.sender {
+                InboundSender::Phone(phone) => {
+                    contact_by_phone(
+                        &mut tx,
+                        batch.org_id,
+                        phone,
+                        m.profile_name.as_deref(),
+                        batch.now,
+                    )
+                    .await?
+                }
+                InboundSender::Telegram { chat_id } => {
+                    contact_by_telegram(
+                        &mut tx,
+                        batch.org_id,
+                        chat_id,
+                        m.profile_name.as_deref(),
+                        batch.now,
+                    )
+                    .await?
+                }
+            };
+            let (conversation, conversation_created) = open_or_continue(
+                &mut tx,
+                batch.org_id,
+                contact.id,
+                batch.channel_id,
+                batch.now,
+            )
+            .await?;
+            let sent_at = m.sent_at.min(batch.now);
+            let Some(id) = insert_message(
+                &mut tx,
+                m.uuid,
+                batch.org_id,
+                batch.channel_id,
+                contact.id,
+                Some(conversation.id),
+                None,
+                Direction::Inbound,
+                m.message_type,
+                MessageStatus::Received,
+                &m.content,
+                Some(&m.provider_message_id),
+                None,
+                sent_at,
+                batch.now,
+            )
+            .await?
+            else {
+                // Stored by a concurrent delivery of the same provider message.
+                outcome.messages.push(InboundOutcome::Duplicate {
+                    provider_message_id: m.provider_message_id.clone(),
+                });
+                continue;
+            };
+            // The window runs from the contact's latest message; an older one does not move it.
+            sqlx::query(
+                "UPDATE conversations SET last_inbound_at = $1, updated_at = $2
+                 WHERE id = $3 AND (last_inbound_at IS NULL OR last_inbound_at < $1)",
+            )
+            .bind(sent_at)
+            .bind(batch.now)
+            .bind(conversation.id)
+            .execute(&mut *tx)
+            .await?;
+            let recorded = Recorded {
+                message: fetch_message(&mut tx, id).await?,
+                contact,
+                contact_created,
+                conversation: Some(fetch_conversation(&mut tx, conversation.id).await?),
+                conversation_created,
+            };
+            written |=
+                super::write_effects_tx(&mut tx, &effects(BatchChange::Inbound(&recorded))).await?;
+            outcome
+                .messages
+                .push(InboundOutcome::Stored(Box::new(recorded)));
+        }
+        for s in &batch.statuses {
+            let found = match &s.message {
+                MessageRef::Id(id) => match fetch_message(&mut tx, *id).await {
+                    Ok(m) if m.channel.id == batch.channel_id => Some(m),
+                    Ok(_) | Err(StoreError::NotFound) => None,
+                    Err(e) => return Err(e),
+                },
+                MessageRef::Provider(pid) => {
+                    message_by_provider_id(&mut tx, batch.channel_id, pid).await?
+                }
+            };
+            let Some(message) = found else {
+                outcome.statuses.push(StatusOutcome::NotFound);
+                continue;
+            };
+            if message.direction != Direction::Outbound || !message.status.can_advance_to(s.status)
+            {
+                outcome.statuses.push(StatusOutcome::Ignored { message });
+                continue;
+            }
+            // Conditional on the status still allowing the move: concurrent updates cannot
+            // move a message backwards.
+            let sql = format!(
+                "UPDATE messages SET status = $1, error = COALESCE($2, error), updated_at = $3
+                 WHERE id = $4 AND {}",
+                predecessor_condition(s.status)
+            );
+            let done = sqlx::query(&sql)
+                .bind(s.status.as_str())
+                .bind(s.error.as_ref().map(Json))
+                .bind(batch.now)
+                .bind(message.id)
+                .execute(&mut *tx)
+                .await?;
+            if done.rows_affected() == 0 {
+                let message = fetch_message(&mut tx, message.id).await?;
+                outcome.statuses.push(StatusOutcome::Ignored { message });
+                continue;
+            }
+            let previous = message.status;
+            let updated = fetch_message(&mut tx, message.id).await?;
+            written |= super::write_effects_tx(
+                &mut tx,
+                &effects(BatchChange::Status {
+                    message: &updated,
+                    previous,
+                }),
+            )
+            .await?;
+            outcome.statuses.push(StatusOutcome::Applied {
+                message: updated,
+                previous,
+            });
+        }
+        tx.commit().await?;
+        if written {
+            self.notify_outbox().await;
+        }
+        Ok(outcome)
+    }
+
+    async fn get_message(&self, id: i64) -> StoreResult<MessageRecord> {
+        let row: MessageRow = sqlx::query_as(select_messages!("WHERE m.id = $1"))
+            .bind(id)
+            .fetch_one(self.reader())
+            .await?;
+        row.try_into()
+    }
+
+    async fn list_messages(
+        &self,
+        org_id: i64,
+        filter: &MessageFilter,
+        after: Option<HistoryCursor>,
+        limit: i64,
+    ) -> StoreResult<Vec<MessageRecord>> {
+        // Only the filters that are set appear in the statement, so that each combination gets
+        // a plan that uses its index (a generic `($n IS NULL OR ...)` plan would not).
+        let mut q = sqlx::QueryBuilder::<Db>::new(select_messages!("WHERE m.org_id = "));
+        q.push_bind(org_id);
+        if let Some(id) = filter.channel_id {
+            q.push(" AND m.channel_id = ").push_bind(id);
+        }
+        if let Some(id) = filter.contact_id {
+            q.push(" AND m.contact_id = ").push_bind(id);
+        }
+        if let Some(id) = filter.conversation_id {
+            q.push(" AND m.conversation_id = ").push_bind(id);
+        }
+        if let Some(d) = filter.direction {
+            q.push(" AND m.direction = ").push_bind(d.as_str());
+        }
+        if let Some(st) = filter.status {
+            q.push(" AND m.status = ").push_bind(st.as_str());
+        }
+        if let Some(t) = filter.since {
+            q.push(" AND m.created_at >= ").push_bind(t);
+        }
+        if let Some(t) = filter.until {
+            q.push(" AND m.created_at < ").push_bind(t);
+        }
+        if let Some(c) = after {
+            q.push(" AND (m.created_at < ")
+                .push_bind(c.created_at)
+                .push(" OR (m.created_at = ")
+                .push_bind(c.created_at)
+                .push(" AND m.id < ")
+                .push_bind(c.id)
+                .push("))");
+        }
+        q.push(" ORDER BY m.created_at DESC, m.id DESC LIMIT ")
+            .push_bind(limit);
+        let rows: Vec<MessageRow> = q.build_query_as().fetch_all(self.reader()).await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+}

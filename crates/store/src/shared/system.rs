@@ -1,0 +1,127 @@
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::Backend;
+use crate::{Reseal, StoreError, StoreResult, SystemStore};
+
+/// Every column that holds a value sealed under the master key: (table, key column, sealed
+/// column, associated data). A new sealed column must be added here, or master-key rotation
+/// would leave it unreadable. NULL and empty values hold no secret (a deleted endpoint's
+/// erased secret, a legacy webhook record, which has none) and are skipped.
+const SEALED_COLUMNS: &[(&str, &str, &str, &[u8])] = &[
+    (
+        "channels",
+        "id",
+        "provider_config",
+        switchboard_domain::sealed::AAD_PROVIDER_CONFIG,
+    ),
+    (
+        "webhook_endpoints",
+        "id",
+        "signing_secret",
+        switchboard_domain::sealed::AAD_SIGNING_SECRET,
+    ),
+];
+
+/// Bumps the configuration generation inside a transaction that changes keys or channels.
+pub(crate) async fn bump_config_generation(
+    conn: &mut <super::Db as sqlx::Database>::Connection,
+) -> StoreResult<()> {
+    sqlx::query("UPDATE config_generation SET value = value + 1 WHERE id = 1")
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl SystemStore for Backend {
+    async fn migrate(&self) -> StoreResult<()> {
+        self.run_migrations().await
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(self.reader()).await?;
+        Ok(())
+    }
+
+    async fn get_setting(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(
+            sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
+                .bind(key)
+                .fetch_optional(self.reader())
+                .await?,
+        )
+    }
+
+    async fn init_setting(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(key)
+        .bind(value)
+        .execute(&mut *tx)
+        .await?;
+        let stored: Vec<u8> = sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
+            .bind(key)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(stored)
+    }
+
+    fn backend(&self) -> &'static str {
+        Backend::BACKEND
+    }
+
+    async fn config_generation(&self) -> StoreResult<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT value FROM config_generation WHERE id = 1")
+                .fetch_one(self.reader())
+                .await?,
+        )
+    }
+
+    fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.hooks.outbox_signal()
+    }
+
+    async fn reseal_secrets(
+        &self,
+        reseal: &Reseal,
+        check_key: &str,
+        new_check: &[u8],
+    ) -> StoreResult<usize> {
+        let mut tx = self.begin().await?;
+        let mut count = 0;
+        for (table, key, column, aad) in SEALED_COLUMNS {
+            let rows: Vec<(i64, Vec<u8>)> = sqlx::query_as(&format!(
+                "SELECT {key}, {column} FROM {table}
+                 WHERE {column} IS NOT NULL AND length({column}) > 0 ORDER BY {key}"
+            ))
+            .fetch_all(&mut *tx)
+            .await?;
+            for (id, sealed) in rows {
+                let resealed = reseal(&sealed, aad).map_err(|e| {
+                    StoreError::Conflict(format!("{table}.{column} of {key} {id}: {e}"))
+                })?;
+                sqlx::query(&format!(
+                    "UPDATE {table} SET {column} = $1 WHERE {key} = $2"
+                ))
+                .bind(resealed)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+                count += 1;
+            }
+        }
+        sqlx::query("UPDATE settings SET value = $1 WHERE key = $2")
+            .bind(new_check)
+            .bind(check_key)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(count)
+    }
+}

@@ -1,0 +1,359 @@
+//! Records and the storage interface of webhooks: endpoints, deliveries and attempts.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use switchboard_domain::Timestamp;
+use switchboard_domain::event::NewEvent;
+use switchboard_domain::webhooks::endpoint::EndpointStatus;
+
+use super::{EffectsFn, StoreResult};
+
+/// A webhook endpoint as stored. The signing secret is sealed (see `crypto::SecretBox`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EndpointRecord {
+    pub id: i64,
+    pub uuid: Uuid,
+    pub org_id: i64,
+    pub name: String,
+    pub url: String,
+    pub events: Vec<String>,
+    pub headers: BTreeMap<String, String>,
+    pub sealed_secret: Vec<u8>,
+    pub status: EndpointStatus,
+    pub disabled_reason: Option<String>,
+    pub disabled_at: Option<Timestamp>,
+    pub consecutive_failures: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// A legacy webhook record (`/api/webhooks`): no signing secret (`sealed_secret` is
+    /// empty), deliveries unsigned, and a modern endpoint with the same URL takes precedence.
+    pub legacy: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewEndpoint {
+    pub uuid: Uuid,
+    pub org_id: i64,
+    pub name: String,
+    pub url: String,
+    pub events: Vec<String>,
+    pub headers: BTreeMap<String, String>,
+    /// Empty for a legacy record.
+    pub sealed_secret: Vec<u8>,
+    pub status: EndpointStatus,
+    pub now: Timestamp,
+    /// A legacy webhook record (see [`EndpointRecord::legacy`]).
+    pub legacy: bool,
+}
+
+/// A change to an endpoint; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct EndpointPatch {
+    pub name: Option<String>,
+    pub url: Option<String>,
+    pub events: Option<Vec<String>>,
+    pub headers: Option<BTreeMap<String, String>>,
+    /// `Active` re-enables (resets the failure counter and resumes held deliveries);
+    /// `Disabled` disables with `disabled_reason`.
+    pub status: Option<EndpointStatus>,
+    pub disabled_reason: Option<String>,
+    /// A new sealed signing secret.
+    pub sealed_secret: Option<Vec<u8>>,
+}
+
+/// The status of a delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryStatus {
+    /// Waiting for its first attempt (or a manual retry).
+    Pending,
+    /// An attempt failed and another one is scheduled.
+    Retrying,
+    /// A 2xx answer was received.
+    Delivered,
+    /// Permanently rejected (a 4xx other than 408, 425 and 429), or its endpoint was deleted.
+    Failed,
+    /// Every attempt failed.
+    RetriesExhausted,
+}
+
+impl DeliveryStatus {
+    pub const ALL: [DeliveryStatus; 5] = [
+        DeliveryStatus::Pending,
+        DeliveryStatus::Retrying,
+        DeliveryStatus::Delivered,
+        DeliveryStatus::Failed,
+        DeliveryStatus::RetriesExhausted,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Retrying => "retrying",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Failed => "failed",
+            DeliveryStatus::RetriesExhausted => "retries_exhausted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.as_str() == s)
+    }
+
+    /// Whether no further automatic attempt will be made.
+    pub const fn is_final(self) -> bool {
+        matches!(
+            self,
+            DeliveryStatus::Delivered | DeliveryStatus::Failed | DeliveryStatus::RetriesExhausted
+        )
+    }
+}
+
+impl fmt::Display for DeliveryStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A delivery as the ledger shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeliveryRecord {
+    pub id: i64,
+    pub uuid: Uuid,
+    pub org_id: i64,
+    pub event_uuid: Uuid,
+    pub event_name: String,
+    pub endpoint_uuid: Option<Uuid>,
+    pub status: DeliveryStatus,
+    pub attempts: i64,
+    pub response_status: Option<i64>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub next_attempt_at: Option<Timestamp>,
+    pub last_attempt_at: Option<Timestamp>,
+    pub delivered_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// Whether an attempt is under way.
+    pub in_flight: bool,
+}
+
+/// One attempt of a delivery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptRecord {
+    pub number: i64,
+    /// The URL the attempt was made to (endpoints can change their URL).
+    pub url: Option<String>,
+    pub started_at: Timestamp,
+    /// `None` when the attempt was interrupted and its duration is unknown.
+    pub duration_ms: Option<i64>,
+    pub response_status: Option<i64>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    /// At most the first KiB of the response body.
+    pub response_body_excerpt: Option<String>,
+}
+
+/// Which events a ledger query selects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EventFilter {
+    Exact(String),
+    Namespace(String),
+}
+
+/// A ledger query: filters, then newest first from `before`.
+#[derive(Clone, Debug, Default)]
+pub struct DeliveryQuery {
+    pub status: Option<DeliveryStatus>,
+    pub event: Option<EventFilter>,
+    pub endpoint_uuid: Option<Uuid>,
+    /// `created_at >= since`.
+    pub since: Option<Timestamp>,
+    /// `created_at < until`.
+    pub until: Option<Timestamp>,
+    /// Rows strictly before this `(created_at, id)` position.
+    pub before: Option<(Timestamp, i64)>,
+    pub limit: i64,
+}
+
+/// A request to claim due deliveries for this instance.
+#[derive(Clone, Debug)]
+pub struct ClaimRequest {
+    /// Identifies this claim; recording the outcome requires it.
+    pub token: Uuid,
+    pub now: Timestamp,
+    /// Until when the claim holds: after that, another instance may take the delivery over.
+    pub lease_until: Timestamp,
+    /// At most this many deliveries.
+    pub limit: usize,
+    /// At most this many in flight per endpoint in this instance...
+    pub per_endpoint: usize,
+    /// ...counting those already in flight (endpoint id -> count).
+    pub in_flight: HashMap<i64, usize>,
+}
+
+/// The endpoint of a claimed delivery, as it is when claimed.
+#[derive(Clone, Debug)]
+pub struct ClaimedEndpoint {
+    pub id: i64,
+    pub uuid: Uuid,
+    pub url: String,
+    pub headers: BTreeMap<String, String>,
+    pub sealed_secret: Vec<u8>,
+    pub status: EndpointStatus,
+    pub deleted: bool,
+    /// A legacy webhook record: the delivery is sent unsigned.
+    pub legacy: bool,
+}
+
+/// A delivery claimed for one attempt.
+#[derive(Clone, Debug)]
+pub struct ClaimedDelivery {
+    pub id: i64,
+    /// The claim's token (needed to record the outcome).
+    pub token: Uuid,
+    pub uuid: Uuid,
+    pub org_id: i64,
+    /// The one-based number of the attempt to make now.
+    pub attempt: i64,
+    pub event: NewEvent,
+    /// `None` when the delivery has no endpoint target.
+    pub endpoint: Option<ClaimedEndpoint>,
+}
+
+/// What an attempt leads to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// A 2xx answer.
+    Delivered,
+    /// A retryable failure with an attempt left, at this time.
+    RetryAt(Timestamp),
+    /// A permanent failure (`failed`).
+    Failed,
+    /// A retryable failure with no attempt left (`retries_exhausted`).
+    Exhausted,
+    /// The attempt was interrupted (shutdown): not a failure; another attempt at this time.
+    Interrupted(Timestamp),
+}
+
+/// The outcome of one attempt, to record.
+#[derive(Clone, Debug)]
+pub struct AttemptOutcome {
+    pub delivery_id: i64,
+    pub token: Uuid,
+    pub attempt: AttemptRecord,
+    pub disposition: Disposition,
+    pub now: Timestamp,
+    /// Consecutive failed deliveries after which the endpoint is disabled.
+    pub disable_after: u32,
+}
+
+/// What recording an outcome did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// Recorded; the delivery's status is now this.
+    Done {
+        status: DeliveryStatus,
+        /// The endpoint was disabled by this outcome.
+        endpoint_disabled: bool,
+    },
+    /// The claim had expired and another instance took the delivery over: nothing recorded.
+    LeaseLost,
+}
+
+/// Why a manual retry was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RetryRefusal {
+    /// The delivery's endpoint has been deleted.
+    EndpointDeleted,
+}
+
+#[async_trait]
+pub trait WebhookStore: Send + Sync {
+    async fn create_endpoint(
+        &self,
+        new: NewEndpoint,
+        effects: EffectsFn<'_, EndpointRecord>,
+    ) -> StoreResult<EndpointRecord>;
+    /// The organization's endpoints (not deleted) of one kind (modern endpoints, or legacy
+    /// records with `legacy`), newest first, from `before`.
+    async fn list_endpoints(
+        &self,
+        org_id: i64,
+        legacy: bool,
+        before: Option<(Timestamp, i64)>,
+        limit: i64,
+    ) -> StoreResult<Vec<EndpointRecord>>;
+    /// One endpoint of the organization, of either kind (see `EndpointRecord::legacy`);
+    /// `NotFound` for another organization's or a deleted one.
+    async fn get_endpoint(&self, org_id: i64, uuid: Uuid) -> StoreResult<EndpointRecord>;
+    /// Changes an endpoint; `effects` gets the endpoint before and after.
+    async fn update_endpoint(
+        &self,
+        org_id: i64,
+        uuid: Uuid,
+        patch: EndpointPatch,
+        now: Timestamp,
+        effects: EffectsFn<'_, (EndpointRecord, EndpointRecord)>,
+    ) -> StoreResult<EndpointRecord>;
+    /// Deletes an endpoint: it stops receiving, its unfinished deliveries end `failed`
+    /// (`endpoint_deleted`), its secret is erased; the ledger keeps its deliveries.
+    async fn delete_endpoint(
+        &self,
+        org_id: i64,
+        uuid: Uuid,
+        now: Timestamp,
+        effects: EffectsFn<'_, EndpointRecord>,
+    ) -> StoreResult<()>;
+    /// Writes `event` (an `integration.test` event) and one delivery of it to this endpoint
+    /// alone, whatever its subscriptions and status. Returns the delivery's UUID.
+    async fn create_test_delivery(
+        &self,
+        org_id: i64,
+        endpoint_uuid: Uuid,
+        event: NewEvent,
+        delivery_uuid: Uuid,
+    ) -> StoreResult<Uuid>;
+    async fn list_deliveries(
+        &self,
+        org_id: i64,
+        query: &DeliveryQuery,
+    ) -> StoreResult<Vec<DeliveryRecord>>;
+    /// One delivery of the organization with its attempts (oldest first) and its event.
+    async fn get_delivery(
+        &self,
+        org_id: i64,
+        uuid: Uuid,
+    ) -> StoreResult<(DeliveryRecord, Vec<AttemptRecord>, NewEvent)>;
+    /// Schedules an attempt of the delivery now (a finished one becomes `pending` again). A
+    /// delivery with an attempt in flight is left as it is.
+    async fn retry_delivery(
+        &self,
+        org_id: i64,
+        uuid: Uuid,
+        now: Timestamp,
+    ) -> StoreResult<Result<DeliveryRecord, RetryRefusal>>;
+    /// Claims due deliveries (see [`ClaimRequest`]): several instances never claim the same
+    /// attempt; a claim whose lease expired is taken over (its attempt is logged as
+    /// interrupted).
+    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>>;
+    /// Records an attempt's outcome, if the claim still holds, with its effects on the
+    /// delivery, the endpoint's health and the events it causes.
+    async fn record_attempt(&self, outcome: AttemptOutcome) -> StoreResult<Recorded>;
+    /// Records several outcomes in one transaction (as `record_attempt` each); the results are
+    /// in the order of `outcomes`.
+    async fn record_attempts(&self, outcomes: Vec<AttemptOutcome>) -> StoreResult<Vec<Recorded>>;
+    /// When the next delivery becomes due (`None`: nothing scheduled).
+    async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>>;
+    /// The backlog at `now`: how many deliveries are due (or overdue), and the oldest due time.
+    async fn delivery_backlog(&self, now: Timestamp) -> StoreResult<(i64, Option<Timestamp>)>;
+    /// Deletes up to `batch` deliveries created before `cutoff` (with their attempts), then up
+    /// to `batch` outbox events older than `cutoff` that no delivery refers to. Returns how many
+    /// rows of each were deleted.
+    async fn purge_deliveries(&self, cutoff: Timestamp, batch: i64) -> StoreResult<(u64, u64)>;
+}

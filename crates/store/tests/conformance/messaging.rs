@@ -1,0 +1,1039 @@
+//! Conformance of the messaging and idempotency stores, on both backends.
+
+use std::time::Duration;
+
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::support::*;
+use switchboard_domain::api_key;
+use switchboard_domain::channel::ChannelIdentity;
+use switchboard_domain::contact::ConversationStatus;
+use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::message::{Direction, MessageStatus, MessageType};
+use switchboard_domain::phone::Phone;
+use switchboard_store::*;
+
+conformance!(
+    contacts_are_unique_per_organization,
+    outbound_messages_open_or_continue_conversations,
+    completion_is_conditional_on_owning_the_claim,
+    provider_batches_deduplicate_and_move_statuses_forward,
+    history_filters_and_cursor,
+    idempotency_claims,
+    idempotency_purge_is_batched,
+    concurrent_sends_share_one_contact_and_conversation,
+    concurrent_claims_have_one_winner,
+    a_reused_provider_id_does_not_lose_the_sent_message,
+);
+
+fn phone(s: &str) -> Phone {
+    Phone::parse(s).unwrap()
+}
+
+struct Fixture {
+    org: i64,
+    channel: i64,
+    key: i64,
+}
+
+async fn fixture(s: &SharedStore) -> Fixture {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let channel = s
+        .create_channel(
+            new_channel(org.id, Some("main"), "Main", true),
+            no_effects(),
+        )
+        .await
+        .unwrap();
+    let g = api_key::generate();
+    let key = s
+        .create_api_key(
+            NewApiKey {
+                org_id: org.id,
+                name: "k".into(),
+                prefix: g.display_prefix,
+                key_hash: g.hash,
+                scopes: None,
+                legacy: false,
+                default_channel_id: None,
+                expires_at: None,
+                created_at: t(0),
+            },
+            no_effects(),
+        )
+        .await
+        .unwrap();
+    Fixture {
+        org: org.id,
+        channel: channel.id,
+        key: key.id,
+    }
+}
+
+fn outbound(
+    f: &Fixture,
+    recipient: RecipientRef,
+    policy: ConversationPolicy,
+    at: i64,
+) -> NewOutbound {
+    NewOutbound {
+        org_id: f.org,
+        channel_id: f.channel,
+        api_key_id: Some(f.key),
+        recipient,
+        conversation: policy,
+        uuid: Uuid::now_v7(),
+        message_type: MessageType::Text,
+        status: MessageStatus::Sent,
+        content: json!({"body": "hello"}),
+        provider_message_id: Some(format!("p-{}", Uuid::new_v4())),
+        error: None,
+        now: t(at),
+    }
+}
+
+fn sent_event(r: &Recorded) -> Effects {
+    Effects::none().event(NewEvent::new(
+        r.message.org_id,
+        "message.sent",
+        json!({"message_id": r.message.id}),
+        Some(r.message.channel.clone()),
+        r.message.created_at,
+    ))
+}
+
+async fn contacts_are_unique_per_organization(s: SharedStore) {
+    let f = fixture(&s).await;
+    let other = s.create_org("Other", t(0)).await.unwrap();
+    let new = |org: i64, p: &str| NewContact {
+        org_id: org,
+        uuid: Uuid::now_v7(),
+        phone: Some(phone(p)),
+        name: Some("Ada".into()),
+        telegram_chat_id: None,
+        now: t(1),
+    };
+    let a = s
+        .create_contact(new(f.org, "+4915123456789"), no_effects())
+        .await
+        .unwrap();
+    assert_eq!(a.phone.as_ref().unwrap().as_str(), "+4915123456789");
+    assert_eq!(a.name.as_deref(), Some("Ada"));
+    assert_eq!(a.created_at, t(1));
+    let dup = s
+        .create_contact(new(f.org, "+49 151 23456789"), no_effects())
+        .await;
+    assert!(
+        matches!(dup, Err(StoreError::UniqueViolation(_))),
+        "{dup:?}"
+    );
+    // The same phone in another organization is another contact.
+    let b = s
+        .create_contact(new(other.id, "+4915123456789"), no_effects())
+        .await
+        .unwrap();
+    assert_ne!(a.id, b.id);
+    assert_eq!(
+        s.find_contact(f.org, a.uuid).await.unwrap(),
+        Some(a.clone())
+    );
+    assert_eq!(s.find_contact(other.id, a.uuid).await.unwrap(), None);
+    assert_eq!(
+        s.find_contact_by_phone(f.org, &phone("+4915123456789"))
+            .await
+            .unwrap()
+            .map(|c| c.id),
+        Some(a.id)
+    );
+    assert_eq!(
+        s.find_contact_by_phone(f.org, &phone("+14155552671"))
+            .await
+            .unwrap(),
+        None
+    );
+    // Contacts without phone (Telegram) do not collide with each other.
+    for chat in ["100", "200"] {
+        s.create_contact(
+            NewContact {
+                org_id: f.org,
+                uuid: Uuid::now_v7(),
+                phone: None,
+                name: None,
+                telegram_chat_id: Some(chat.into()),
+                now: t(2),
+            },
+            no_effects(),
+        )
+        .await
+        .unwrap();
+    }
+    // The effects of a contact are written with it.
+    s.create_contact(
+        new(f.org, "+14155552671"),
+        Box::new(|c| {
+            Effects::none().event(NewEvent::new(
+                c.org_id,
+                "contact.created",
+                json!({"contact_uuid": c.uuid}),
+                None,
+                t(3),
+            ))
+        }),
+    )
+    .await
+    .unwrap();
+    let events = s.list_outbox_events(f.org, 10).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].name, "contact.created");
+}
+
+async fn outbound_messages_open_or_continue_conversations(s: SharedStore) {
+    let f = fixture(&s).await;
+    let p = phone("+4915123456789");
+    // ContinueIfOpen without a conversation: the contact is created, no conversation.
+    let first = s
+        .record_outbound(
+            outbound(
+                &f,
+                RecipientRef::Phone(p.clone()),
+                ConversationPolicy::ContinueIfOpen,
+                1,
+            ),
+            None,
+            Box::new(sent_event),
+        )
+        .await
+        .unwrap();
+    assert!(first.contact_created);
+    assert!(first.conversation.is_none() && !first.conversation_created);
+    assert_eq!(first.message.conversation_uuid, None);
+    assert_eq!(first.message.contact_uuid, first.contact.uuid);
+    assert_eq!(first.message.direction, Direction::Outbound);
+    assert_eq!(first.message.status, MessageStatus::Sent);
+    assert_eq!(first.message.content, json!({"body": "hello"}));
+    assert_eq!(first.message.api_key_id, Some(f.key));
+    assert_eq!(first.message.channel.slug, "main");
+    // OpenOrContinue opens one ...
+    let second = s
+        .record_outbound(
+            outbound(
+                &f,
+                RecipientRef::Phone(p.clone()),
+                ConversationPolicy::OpenOrContinue,
+                2,
+            ),
+            None,
+            Box::new(sent_event),
+        )
+        .await
+        .unwrap();
+    assert!(!second.contact_created);
+    assert_eq!(second.contact.id, first.contact.id);
+    let conv = second.conversation.clone().unwrap();
+    assert!(second.conversation_created);
+    assert_eq!(conv.status, ConversationStatus::Open);
+    assert_eq!(conv.contact_uuid, first.contact.uuid);
+    assert_eq!(conv.last_inbound_at, None);
+    assert_eq!(second.message.conversation_uuid, Some(conv.uuid));
+    // ... and continues it afterwards, by contact id too.
+    let third = s
+        .record_outbound(
+            outbound(
+                &f,
+                RecipientRef::Contact(first.contact.id),
+                ConversationPolicy::ContinueIfOpen,
+                3,
+            ),
+            None,
+            Box::new(sent_event),
+        )
+        .await
+        .unwrap();
+    assert_eq!(third.conversation.as_ref().map(|c| c.id), Some(conv.id));
+    assert!(!third.conversation_created);
+    assert_eq!(
+        s.find_open_conversation(first.contact.id, f.channel)
+            .await
+            .unwrap()
+            .map(|c| c.id),
+        Some(conv.id)
+    );
+    assert_eq!(
+        s.find_conversation(f.org, conv.uuid)
+            .await
+            .unwrap()
+            .map(|c| c.id),
+        Some(conv.id)
+    );
+    assert_eq!(
+        s.find_conversation(f.org + 1, conv.uuid).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        s.get_message(third.message.id).await.unwrap(),
+        third.message
+    );
+    assert_eq!(s.list_outbox_events(f.org, 10).await.unwrap().len(), 3);
+    // Another organization's contact is not a recipient.
+    let other = fixture(&s).await;
+    let wrong = s
+        .record_outbound(
+            outbound(
+                &other,
+                RecipientRef::Contact(first.contact.id),
+                ConversationPolicy::ContinueIfOpen,
+                4,
+            ),
+            None,
+            Box::new(sent_event),
+        )
+        .await;
+    assert!(matches!(wrong, Err(StoreError::NotFound)), "{wrong:?}");
+    assert_eq!(s.list_outbox_events(other.org, 10).await.unwrap().len(), 0);
+}
+
+fn claim(f: &Fixture, key: &str, fingerprint: &[u8], now: i64) -> IdempotencyClaim {
+    IdempotencyClaim {
+        api_key_id: f.key,
+        key: key.into(),
+        method: "POST".into(),
+        path: "/api/v1/integrations/messages".into(),
+        fingerprint: fingerprint.to_vec(),
+        owner: Uuid::new_v4(),
+        now: t(now),
+        lease: Duration::from_millis(100),
+        retention: Duration::from_millis(10_000),
+    }
+}
+
+fn claimed(o: ClaimOutcome) -> ClaimToken {
+    match o {
+        ClaimOutcome::Claimed { token, .. } => token,
+        other => panic!("expected a claim, got {other:?}"),
+    }
+}
+
+async fn completion_is_conditional_on_owning_the_claim(s: SharedStore) {
+    let f = fixture(&s).await;
+    let first = claimed(
+        s.claim_idempotency(claim(&f, "k1", b"fp", 0))
+            .await
+            .unwrap(),
+    );
+    // The lease runs out and another request takes the key over.
+    let second = match s
+        .claim_idempotency(claim(&f, "k1", b"fp", 500))
+        .await
+        .unwrap()
+    {
+        ClaimOutcome::Claimed { token, taken_over } => {
+            assert!(taken_over);
+            token
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(first.record_id, second.record_id);
+    // The first claimant's result is refused and writes nothing.
+    let lost = s
+        .record_outbound(
+            outbound(
+                &f,
+                RecipientRef::Phone(phone("+4915123456789")),
+                ConversationPolicy::OpenOrContinue,
+                1,
+            ),
+            Some(IdempotencyCompletion {
+                token: first,
+                respond: Box::new(|_| StoredResponse {
+                    status: 201,
+                    body: b"first".to_vec(),
+                }),
+            }),
+            Box::new(sent_event),
+        )
+        .await;
+    assert!(matches!(lost, Err(StoreError::Conflict(_))), "{lost:?}");
+    assert!(
+        s.list_messages(f.org, &MessageFilter::default(), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        s.find_contact_by_phone(f.org, &phone("+4915123456789"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(s.list_outbox_events(f.org, 10).await.unwrap().is_empty());
+    // The owner's result is written with the response, in one transaction.
+    let ok = s
+        .record_outbound(
+            outbound(
+                &f,
+                RecipientRef::Phone(phone("+4915123456789")),
+                ConversationPolicy::OpenOrContinue,
+                2,
+            ),
+            Some(IdempotencyCompletion {
+                token: second,
+                respond: Box::new(|r: &Recorded| StoredResponse {
+                    status: 201,
+                    body: format!("message {}", r.message.id).into_bytes(),
+                }),
+            }),
+            Box::new(sent_event),
+        )
+        .await
+        .unwrap();
+    match s
+        .claim_idempotency(claim(&f, "k1", b"fp", 600))
+        .await
+        .unwrap()
+    {
+        ClaimOutcome::Replay(r) => {
+            assert_eq!(r.status, 201);
+            assert_eq!(r.body, format!("message {}", ok.message.id).into_bytes());
+        }
+        other => panic!("{other:?}"),
+    }
+    // A completed claim cannot be completed or released again.
+    assert!(
+        !s.complete_idempotency(
+            second,
+            StoredResponse {
+                status: 200,
+                body: vec![]
+            }
+        )
+        .await
+        .unwrap()
+    );
+    s.release_idempotency(second).await.unwrap();
+    assert!(matches!(
+        s.idempotency_state(f.key, "k1", t(700)).await.unwrap(),
+        IdempotencyState::Completed { .. }
+    ));
+}
+
+fn inbound(sender: InboundSender, pid: &str, sent_at: i64) -> NewInbound {
+    NewInbound {
+        sender,
+        profile_name: Some("Ada".into()),
+        uuid: Uuid::now_v7(),
+        message_type: MessageType::Text,
+        content: json!({"body": "hi"}),
+        provider_message_id: pid.into(),
+        sent_at: t(sent_at),
+    }
+}
+
+fn batch_effects(change: BatchChange<'_>) -> Effects {
+    match change {
+        BatchChange::Inbound(r) => Effects::none().event(NewEvent::new(
+            r.message.org_id,
+            "message.received",
+            json!({"message_id": r.message.id}),
+            None,
+            r.message.updated_at,
+        )),
+        BatchChange::Status { message, previous } => Effects::none().event(NewEvent::new(
+            message.org_id,
+            "message.status.update",
+            json!({"message_id": message.id, "previous": previous, "status": message.status}),
+            None,
+            message.updated_at,
+        )),
+    }
+}
+
+async fn provider_batches_deduplicate_and_move_statuses_forward(s: SharedStore) {
+    let f = fixture(&s).await;
+    let from = InboundSender::Phone(phone("+4915123456789"));
+    let out = s
+        .record_provider_batch(
+            ProviderBatch {
+                org_id: f.org,
+                channel_id: f.channel,
+                messages: vec![
+                    inbound(from.clone(), "wamid.1", 100),
+                    inbound(from.clone(), "wamid.1", 100),
+                    // An older message does not move the window back; a future one is cut to now.
+                    inbound(from.clone(), "wamid.0", 50),
+                    inbound(
+                        InboundSender::Telegram {
+                            chat_id: "42".into(),
+                        },
+                        "42:7",
+                        5_000,
+                    ),
+                ],
+                statuses: vec![],
+                now: t(1_000),
+            },
+            Box::new(batch_effects),
+        )
+        .await
+        .unwrap();
+    let stored: Vec<&Recorded> = out
+        .messages
+        .iter()
+        .filter_map(|o| match o {
+            InboundOutcome::Stored(r) => Some(&**r),
+            InboundOutcome::Duplicate { .. } => None,
+        })
+        .collect();
+    assert_eq!(stored.len(), 3, "{out:?}");
+    assert_eq!(out.messages.len(), 4);
+    let phone_msgs: Vec<&&Recorded> = stored
+        .iter()
+        .filter(|r| r.contact.phone.is_some())
+        .collect();
+    assert!(phone_msgs[0].contact_created && phone_msgs[0].conversation_created);
+    assert!(!phone_msgs[1].contact_created && !phone_msgs[1].conversation_created);
+    assert_eq!(phone_msgs[0].contact.name.as_deref(), Some("Ada"));
+    let conv = phone_msgs[1].conversation.clone().unwrap();
+    assert_eq!(conv.last_inbound_at, Some(t(100)));
+    let telegram = stored.iter().find(|r| r.contact.phone.is_none()).unwrap();
+    assert_eq!(telegram.contact.telegram_chat_id.as_deref(), Some("42"));
+    assert_eq!(
+        telegram.message.created_at,
+        t(1_000),
+        "never later than now"
+    );
+    assert_eq!(
+        telegram.conversation.as_ref().unwrap().last_inbound_at,
+        Some(t(1_000))
+    );
+    let m = &phone_msgs[0].message;
+    assert_eq!(
+        (m.direction, m.status),
+        (Direction::Inbound, MessageStatus::Received)
+    );
+    assert_eq!(m.provider_message_id.as_deref(), Some("wamid.1"));
+    assert_eq!(m.created_at, t(100));
+    // A second delivery of the same webhook changes nothing.
+    let again = s
+        .record_provider_batch(
+            ProviderBatch {
+                org_id: f.org,
+                channel_id: f.channel,
+                messages: vec![inbound(from.clone(), "wamid.1", 100)],
+                statuses: vec![],
+                now: t(2_000),
+            },
+            Box::new(batch_effects),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        again.messages[0],
+        InboundOutcome::Duplicate { .. }
+    ));
+    assert_eq!(s.list_outbox_events(f.org, 100).await.unwrap().len(), 3);
+
+    // Status updates: forward only, stale and duplicate ones ignored.
+    let sent = s
+        .record_outbound(
+            NewOutbound {
+                provider_message_id: Some("wamid.out".into()),
+                ..outbound(
+                    &f,
+                    RecipientRef::Contact(phone_msgs[0].contact.id),
+                    ConversationPolicy::ContinueIfOpen,
+                    3_000,
+                )
+            },
+            None,
+            no_effects(),
+        )
+        .await
+        .unwrap();
+    let status = |pid: &str, st: MessageStatus| NewStatus {
+        message: MessageRef::Provider(pid.into()),
+        status: st,
+        error: (st == MessageStatus::Failed).then(|| json!({"code": 131026})),
+    };
+    let out = s
+        .record_provider_batch(
+            ProviderBatch {
+                org_id: f.org,
+                channel_id: f.channel,
+                messages: vec![],
+                statuses: vec![
+                    status("wamid.out", MessageStatus::Delivered),
+                    status("wamid.out", MessageStatus::Delivered),
+                    status("wamid.out", MessageStatus::Sent),
+                    status("wamid.out", MessageStatus::Read),
+                    status("wamid.out", MessageStatus::Failed),
+                    status("wamid.unknown", MessageStatus::Read),
+                    status("wamid.1", MessageStatus::Read),
+                ],
+                now: t(4_000),
+            },
+            Box::new(batch_effects),
+        )
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = out
+        .statuses
+        .iter()
+        .map(|o| match o {
+            StatusOutcome::Applied { .. } => "applied",
+            StatusOutcome::Ignored { .. } => "ignored",
+            StatusOutcome::NotFound => "not_found",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "applied",
+            "ignored",
+            "ignored",
+            "applied",
+            "ignored",
+            "not_found",
+            "ignored"
+        ]
+    );
+    if let StatusOutcome::Applied { message, previous } = &out.statuses[3] {
+        assert_eq!(
+            (message.status, *previous),
+            (MessageStatus::Read, MessageStatus::Delivered)
+        );
+        assert_eq!(message.updated_at, t(4_000));
+    }
+    assert_eq!(
+        s.get_message(sent.message.id).await.unwrap().status,
+        MessageStatus::Read
+    );
+    // Failed, with the provider's error, from sent; by message id.
+    let second = s
+        .record_outbound(
+            outbound(
+                &f,
+                RecipientRef::Contact(phone_msgs[0].contact.id),
+                ConversationPolicy::ContinueIfOpen,
+                5_000,
+            ),
+            None,
+            no_effects(),
+        )
+        .await
+        .unwrap();
+    let out = s
+        .record_provider_batch(
+            ProviderBatch {
+                org_id: f.org,
+                channel_id: f.channel,
+                messages: vec![],
+                statuses: vec![
+                    NewStatus {
+                        message: MessageRef::Id(second.message.id),
+                        status: MessageStatus::Failed,
+                        error: Some(json!({"code": "x"})),
+                    },
+                    NewStatus {
+                        message: MessageRef::Id(second.message.id),
+                        status: MessageStatus::Delivered,
+                        error: None,
+                    },
+                ],
+                now: t(6_000),
+            },
+            Box::new(batch_effects),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(out.statuses[0], StatusOutcome::Applied { .. }));
+    assert!(matches!(out.statuses[1], StatusOutcome::Ignored { .. }));
+    let failed = s.get_message(second.message.id).await.unwrap();
+    assert_eq!(failed.status, MessageStatus::Failed);
+    assert_eq!(failed.error, Some(json!({"code": "x"})));
+    // A message of another channel is not found through this one.
+    let other_channel = s
+        .create_channel(
+            new_channel(f.org, Some("other"), "Other", false),
+            no_effects(),
+        )
+        .await
+        .unwrap();
+    let out = s
+        .record_provider_batch(
+            ProviderBatch {
+                org_id: f.org,
+                channel_id: other_channel.id,
+                messages: vec![],
+                statuses: vec![
+                    NewStatus {
+                        message: MessageRef::Id(sent.message.id),
+                        status: MessageStatus::Read,
+                        error: None,
+                    },
+                    status("wamid.out", MessageStatus::Read),
+                ],
+                now: t(7_000),
+            },
+            Box::new(batch_effects),
+        )
+        .await
+        .unwrap();
+    assert!(
+        out.statuses
+            .iter()
+            .all(|o| matches!(o, StatusOutcome::NotFound))
+    );
+}
+
+async fn history_filters_and_cursor(s: SharedStore) {
+    let f = fixture(&s).await;
+    let second_channel = s
+        .create_channel(new_channel(f.org, Some("two"), "Two", false), no_effects())
+        .await
+        .unwrap();
+    let a = phone("+4915123456789");
+    let b = phone("+14155552671");
+    let mut ids = Vec::new();
+    for i in 0..6i64 {
+        let mut o = outbound(
+            &f,
+            RecipientRef::Phone(if i % 2 == 0 { a.clone() } else { b.clone() }),
+            ConversationPolicy::OpenOrContinue,
+            // Two messages share each millisecond: the id breaks the tie.
+            10 + i / 2,
+        );
+        if i == 5 {
+            o.channel_id = second_channel.id;
+            o.status = MessageStatus::Failed;
+        }
+        ids.push(s.record_outbound(o, None, no_effects()).await.unwrap());
+    }
+    s.record_provider_batch(
+        ProviderBatch {
+            org_id: f.org,
+            channel_id: f.channel,
+            messages: vec![inbound(InboundSender::Phone(a.clone()), "in.1", 20)],
+            statuses: vec![],
+            now: t(20),
+        },
+        no_batch_effects(),
+    )
+    .await
+    .unwrap();
+    let all = |filter: MessageFilter| {
+        let s = s.clone();
+        async move {
+            let mut out = Vec::new();
+            let mut cursor = None;
+            loop {
+                let page = s.list_messages(f.org, &filter, cursor, 2).await.unwrap();
+                if page.is_empty() {
+                    return out;
+                }
+                cursor = page.last().map(|m: &MessageRecord| HistoryCursor {
+                    created_at: m.created_at,
+                    id: m.id,
+                });
+                out.extend(page.into_iter().map(|m| m.id));
+            }
+        }
+    };
+    let everything = all(MessageFilter::default()).await;
+    assert_eq!(everything.len(), 7);
+    let mut sorted = everything.clone();
+    sorted.sort_by(|x, y| y.cmp(x));
+    assert_eq!(everything, sorted, "newest first, ties by id");
+    let contact_a = ids[0].contact.id;
+    assert_eq!(
+        all(MessageFilter {
+            contact_id: Some(contact_a),
+            ..Default::default()
+        })
+        .await
+        .len(),
+        4
+    );
+    assert_eq!(
+        all(MessageFilter {
+            channel_id: Some(second_channel.id),
+            ..Default::default()
+        })
+        .await,
+        vec![ids[5].message.id]
+    );
+    assert_eq!(
+        all(MessageFilter {
+            conversation_id: ids[0].conversation.as_ref().map(|c| c.id),
+            ..Default::default()
+        })
+        .await
+        .len(),
+        4
+    );
+    assert_eq!(
+        all(MessageFilter {
+            direction: Some(Direction::Inbound),
+            ..Default::default()
+        })
+        .await
+        .len(),
+        1
+    );
+    assert_eq!(
+        all(MessageFilter {
+            status: Some(MessageStatus::Failed),
+            ..Default::default()
+        })
+        .await,
+        vec![ids[5].message.id]
+    );
+    assert_eq!(
+        all(MessageFilter {
+            since: Some(t(11)),
+            until: Some(t(12)),
+            ..Default::default()
+        })
+        .await,
+        vec![ids[3].message.id, ids[2].message.id],
+        "since inclusive, until exclusive"
+    );
+    // Other organizations see nothing.
+    assert!(
+        s.list_messages(f.org + 100, &MessageFilter::default(), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let _: &ChannelIdentity = &ids[0].message.channel;
+}
+
+fn no_batch_effects() -> BatchEffectsFn<'static> {
+    Box::new(|_| Effects::none())
+}
+
+async fn idempotency_claims(s: SharedStore) {
+    let f = fixture(&s).await;
+    let token = claimed(
+        s.claim_idempotency(claim(&f, "a", b"fp1", 0))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        s.claim_idempotency(claim(&f, "a", b"fp1", 50))
+            .await
+            .unwrap(),
+        ClaimOutcome::InProgress
+    );
+    assert_eq!(
+        s.claim_idempotency(claim(&f, "a", b"fp2", 50))
+            .await
+            .unwrap(),
+        ClaimOutcome::Conflict
+    );
+    assert!(matches!(
+        s.idempotency_state(f.key, "a", t(50)).await.unwrap(),
+        IdempotencyState::InProgress { .. }
+    ));
+    assert!(
+        s.complete_idempotency(
+            token,
+            StoredResponse {
+                status: 422,
+                body: b"{\"e\":1}".to_vec()
+            }
+        )
+        .await
+        .unwrap()
+    );
+    assert_eq!(
+        s.claim_idempotency(claim(&f, "a", b"fp1", 60))
+            .await
+            .unwrap(),
+        ClaimOutcome::Replay(StoredResponse {
+            status: 422,
+            body: b"{\"e\":1}".to_vec()
+        })
+    );
+    assert_eq!(
+        s.claim_idempotency(claim(&f, "a", b"fp2", 60))
+            .await
+            .unwrap(),
+        ClaimOutcome::Conflict
+    );
+    // Keys are per credential.
+    let other_key = {
+        let g = api_key::generate();
+        s.create_api_key(
+            NewApiKey {
+                org_id: f.org,
+                name: "other".into(),
+                prefix: g.display_prefix,
+                key_hash: g.hash,
+                scopes: None,
+                legacy: false,
+                default_channel_id: None,
+                expires_at: None,
+                created_at: t(0),
+            },
+            no_effects(),
+        )
+        .await
+        .unwrap()
+    };
+    let mut c = claim(&f, "a", b"fp2", 60);
+    c.api_key_id = other_key.id;
+    claimed(s.claim_idempotency(c).await.unwrap());
+    // A released claim can be claimed again at once.
+    let b = claimed(s.claim_idempotency(claim(&f, "b", b"fp", 0)).await.unwrap());
+    s.release_idempotency(b).await.unwrap();
+    assert_eq!(
+        s.idempotency_state(f.key, "b", t(1)).await.unwrap(),
+        IdempotencyState::Absent
+    );
+    claimed(s.claim_idempotency(claim(&f, "b", b"fp", 1)).await.unwrap());
+    // An expired record is as good as absent, whatever it held.
+    assert_eq!(
+        s.idempotency_state(f.key, "a", t(10_000)).await.unwrap(),
+        IdempotencyState::Absent
+    );
+    match s
+        .claim_idempotency(claim(&f, "a", b"fp9", 10_000))
+        .await
+        .unwrap()
+    {
+        ClaimOutcome::Claimed { taken_over, .. } => assert!(!taken_over),
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn idempotency_purge_is_batched(s: SharedStore) {
+    let f = fixture(&s).await;
+    for i in 0..7 {
+        let mut c = claim(&f, &format!("k{i}"), b"fp", 0);
+        c.retention = Duration::from_millis(if i < 5 { 10 } else { 1_000_000 });
+        claimed(s.claim_idempotency(c).await.unwrap());
+    }
+    assert_eq!(s.purge_idempotency(t(100), 3).await.unwrap(), 3);
+    assert_eq!(s.purge_idempotency(t(100), 3).await.unwrap(), 2);
+    assert_eq!(s.purge_idempotency(t(100), 3).await.unwrap(), 0);
+    assert!(matches!(
+        s.idempotency_state(f.key, "k6", t(100)).await.unwrap(),
+        IdempotencyState::InProgress { .. }
+    ));
+}
+
+async fn concurrent_sends_share_one_contact_and_conversation(s: SharedStore) {
+    let f = fixture(&s).await;
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let s = s.clone();
+        let o = outbound(
+            &f,
+            RecipientRef::Phone(phone("+4915123456789")),
+            ConversationPolicy::OpenOrContinue,
+            i,
+        );
+        tasks.push(tokio::spawn(async move {
+            s.record_outbound(o, None, no_effects()).await
+        }));
+    }
+    let mut created = (0, 0);
+    let mut conversations = std::collections::HashSet::new();
+    for task in tasks {
+        let r = task
+            .await
+            .unwrap()
+            .expect("no send fails under concurrency");
+        created.0 += usize::from(r.contact_created);
+        created.1 += usize::from(r.conversation_created);
+        conversations.insert(r.conversation.unwrap().id);
+    }
+    assert_eq!(created, (1, 1));
+    assert_eq!(conversations.len(), 1);
+    // Concurrent inbound deliveries of one provider message store it once.
+    let mut tasks = Vec::new();
+    for _ in 0..12 {
+        let s = s.clone();
+        let b = ProviderBatch {
+            org_id: f.org,
+            channel_id: f.channel,
+            messages: vec![inbound(
+                InboundSender::Phone(phone("+14155552671")),
+                "wamid.same",
+                5,
+            )],
+            statuses: vec![],
+            now: t(10),
+        };
+        tasks.push(tokio::spawn(async move {
+            s.record_provider_batch(b, no_batch_effects()).await
+        }));
+    }
+    let mut stored = 0;
+    for task in tasks {
+        let out = task
+            .await
+            .unwrap()
+            .expect("no delivery fails under concurrency");
+        stored += out
+            .messages
+            .iter()
+            .filter(|m| matches!(m, InboundOutcome::Stored(_)))
+            .count();
+    }
+    assert_eq!(stored, 1);
+}
+
+async fn concurrent_claims_have_one_winner(s: SharedStore) {
+    let f = fixture(&s).await;
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let s = s.clone();
+        let mut c = claim(&f, "same", b"fp", 0);
+        c.lease = Duration::from_secs(60);
+        tasks.push(tokio::spawn(async move { s.claim_idempotency(c).await }));
+    }
+    let mut winners = 0;
+    for task in tasks {
+        match task
+            .await
+            .unwrap()
+            .expect("no claim fails under concurrency")
+        {
+            ClaimOutcome::Claimed { .. } => winners += 1,
+            ClaimOutcome::InProgress => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(winners, 1);
+}
+
+/// A provider that answers with a message id the channel already has (a Telegram bot replaced
+/// by another numbers its messages from 1 again): the message was sent, so it is recorded,
+/// without the id, with its events, instead of failing after the provider call.
+async fn a_reused_provider_id_does_not_lose_the_sent_message(s: SharedStore) {
+    let f = fixture(&s).await;
+    let to = RecipientRef::Phone(phone("+4915123456789"));
+    let with_id = |at: i64| NewOutbound {
+        provider_message_id: Some("555001:1".into()),
+        ..outbound(&f, to.clone(), ConversationPolicy::OpenOrContinue, at)
+    };
+    let first = s
+        .record_outbound(with_id(1), None, Box::new(sent_event))
+        .await
+        .unwrap();
+    assert_eq!(
+        first.message.provider_message_id.as_deref(),
+        Some("555001:1")
+    );
+    let second = s
+        .record_outbound(with_id(2), None, Box::new(sent_event))
+        .await
+        .unwrap();
+    assert_eq!(second.message.provider_message_id, None);
+    assert_ne!(second.message.id, first.message.id);
+    let events = s.list_outbox_events(f.org, 100).await.unwrap();
+    let sent = events.iter().filter(|e| e.name == "message.sent").count();
+    assert_eq!(sent, 2, "both sends emitted message.sent");
+}

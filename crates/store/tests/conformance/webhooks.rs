@@ -1,0 +1,1318 @@
+//! Conformance of `WebhookStore` on both backends .
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::json;
+use uuid::Uuid;
+
+#[allow(unused_imports)]
+use crate::support::*;
+use switchboard_domain::Timestamp;
+use switchboard_domain::event::{Actor, Effects, EventCategory, NewEvent, OrgEvent};
+use switchboard_domain::webhooks::endpoint::EndpointStatus;
+use switchboard_store::webhooks::*;
+use switchboard_store::{SharedStore, StoreError};
+
+conformance!(
+    endpoints_lifecycle,
+    fan_out_follows_subscriptions,
+    test_deliveries_reach_one_endpoint,
+    claims_are_exclusive_and_respect_limits,
+    expired_leases_are_taken_over,
+    concurrent_claims_never_overlap,
+    outcomes_update_deliveries_and_health,
+    endpoints_are_disabled_at_the_threshold,
+    outcomes_are_recorded_in_batches,
+    successes_in_a_batch_keep_their_times_and_reset_health,
+    ledger_queries_retry_and_purge,
+    legacy_records_share_the_fan_out,
+    master_key_rotation_reseals_signing_secrets_only,
+);
+
+fn t(ms: i64) -> Timestamp {
+    Timestamp::from_millis(1_786_000_000_000 + ms)
+}
+
+fn endpoint(org_id: i64, url: &str, events: &[&str]) -> NewEndpoint {
+    NewEndpoint {
+        uuid: Uuid::now_v7(),
+        org_id,
+        name: "receiver".into(),
+        url: url.into(),
+        events: events.iter().map(|e| e.to_string()).collect(),
+        headers: BTreeMap::new(),
+        sealed_secret: vec![1, 2, 3],
+        status: EndpointStatus::Active,
+        now: t(0),
+        legacy: false,
+    }
+}
+
+async fn create_legacy(s: &SharedStore, org_id: i64, url: &str, events: &[&str]) -> EndpointRecord {
+    let mut new = endpoint(org_id, url, events);
+    new.legacy = true;
+    new.sealed_secret = Vec::new();
+    s.create_endpoint(new, no_effects()).await.unwrap()
+}
+
+async fn create(s: &SharedStore, org_id: i64, url: &str, events: &[&str]) -> EndpointRecord {
+    s.create_endpoint(endpoint(org_id, url, events), no_effects())
+        .await
+        .unwrap()
+}
+
+async fn emit(s: &SharedStore, org_id: i64, name: &str, at: i64) -> NewEvent {
+    let e = NewEvent::new(org_id, name, json!({"n": at}), None, t(at));
+    s.write_effects(Effects::none().event(e.clone()))
+        .await
+        .unwrap();
+    e
+}
+
+fn all(limit: i64) -> DeliveryQuery {
+    DeliveryQuery {
+        limit,
+        ..Default::default()
+    }
+}
+
+fn claim(now: i64, limit: usize, per_endpoint: usize) -> ClaimRequest {
+    ClaimRequest {
+        token: Uuid::new_v4(),
+        now: t(now),
+        lease_until: t(now + 10_000),
+        limit,
+        per_endpoint,
+        in_flight: HashMap::new(),
+    }
+}
+
+fn attempt(number: i64, at: i64, status: Option<i64>, code: Option<&str>) -> AttemptRecord {
+    AttemptRecord {
+        number,
+        url: Some("https://example.com/hook".into()),
+        started_at: t(at),
+        duration_ms: Some(12),
+        response_status: status,
+        error_code: code.map(str::to_owned),
+        error_message: code.map(|c| format!("failed: {c}")),
+        response_body_excerpt: Some("ok".into()),
+    }
+}
+
+fn outcome(
+    c: &ClaimedDelivery,
+    at: i64,
+    disposition: Disposition,
+    status: Option<i64>,
+) -> AttemptOutcome {
+    let code = match disposition {
+        Disposition::Delivered => None,
+        _ => Some("http_error"),
+    };
+    AttemptOutcome {
+        delivery_id: c.id,
+        token: c.token,
+        attempt: attempt(c.attempt, at, status, code),
+        disposition,
+        now: t(at),
+        disable_after: 3,
+    }
+}
+
+async fn endpoints_lifecycle(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let other = s.create_org("Other", t(0)).await.unwrap();
+    let mut new = endpoint(
+        org.id,
+        "https://a.example.com/x",
+        &["message.*", "crm.deal_won"],
+    );
+    new.headers.insert("X-Tenant".into(), "acme".into());
+    let e = s
+        .create_endpoint(
+            new.clone(),
+            Box::new(|e| {
+                Effects::none().log(OrgEvent::new(
+                    e.org_id,
+                    "webhook_endpoint.created",
+                    EventCategory::Admin,
+                    Actor::Admin,
+                    None,
+                    json!({}),
+                    t(0),
+                ))
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(e.uuid, new.uuid);
+    assert_eq!(e.events, vec!["message.*", "crm.deal_won"]);
+    assert_eq!(e.headers["X-Tenant"], "acme");
+    assert_eq!(e.sealed_secret, vec![1, 2, 3]);
+    assert_eq!(e.status, EndpointStatus::Active);
+    assert_eq!(e.consecutive_failures, 0);
+    assert_eq!(s.list_org_events(org.id, 10).await.unwrap().len(), 1);
+    assert_eq!(s.get_endpoint(org.id, e.uuid).await.unwrap(), e);
+    assert!(matches!(
+        s.get_endpoint(other.id, e.uuid).await,
+        Err(StoreError::NotFound)
+    ));
+
+    // Newest first, with a cursor.
+    let mut later = endpoint(org.id, "https://b.example.com/x", &["*"]);
+    later.now = t(10);
+    let e2 = s.create_endpoint(later, no_effects()).await.unwrap();
+    let page = s.list_endpoints(org.id, false, None, 10).await.unwrap();
+    assert_eq!(
+        page.iter().map(|e| e.id).collect::<Vec<_>>(),
+        vec![e2.id, e.id]
+    );
+    let rest = s
+        .list_endpoints(org.id, false, Some((e2.created_at, e2.id)), 10)
+        .await
+        .unwrap();
+    assert_eq!(rest.iter().map(|e| e.id).collect::<Vec<_>>(), vec![e.id]);
+    assert!(
+        s.list_endpoints(other.id, false, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A patch changes only what it names; effects see before and after.
+    let updated = s
+        .update_endpoint(
+            org.id,
+            e.uuid,
+            EndpointPatch {
+                name: Some("Renamed".into()),
+                events: Some(vec!["*".into()]),
+                ..Default::default()
+            },
+            t(20),
+            Box::new(|(old, new)| {
+                assert_eq!(old.name, "receiver");
+                assert_eq!(new.name, "Renamed");
+                Effects::none()
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated.name, "Renamed");
+    assert_eq!(updated.events, vec!["*"]);
+    assert_eq!(updated.url, e.url);
+    assert_eq!(updated.headers, e.headers);
+    assert_eq!(updated.updated_at, t(20));
+    // A patch of nothing, or of the current values, changes nothing, not even updated_at.
+    for patch in [
+        EndpointPatch::default(),
+        EndpointPatch {
+            name: Some("Renamed".into()),
+            status: Some(EndpointStatus::Active),
+            ..Default::default()
+        },
+    ] {
+        let same = s
+            .update_endpoint(org.id, e.uuid, patch, t(25), no_effects())
+            .await
+            .unwrap();
+        assert_eq!(same, updated);
+    }
+    // Disabling and re-enabling.
+    let disabled = s
+        .update_endpoint(
+            org.id,
+            e.uuid,
+            EndpointPatch {
+                status: Some(EndpointStatus::Disabled),
+                disabled_reason: Some("maintenance".into()),
+                ..Default::default()
+            },
+            t(30),
+            no_effects(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(disabled.status, EndpointStatus::Disabled);
+    assert_eq!(disabled.disabled_reason.as_deref(), Some("maintenance"));
+    assert_eq!(disabled.disabled_at, Some(t(30)));
+    let enabled = s
+        .update_endpoint(
+            org.id,
+            e.uuid,
+            EndpointPatch {
+                status: Some(EndpointStatus::Active),
+                ..Default::default()
+            },
+            t(40),
+            no_effects(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(enabled.status, EndpointStatus::Active);
+    assert_eq!(enabled.disabled_reason, None);
+    assert_eq!(enabled.disabled_at, None);
+    // A new secret.
+    let rotated = s
+        .update_endpoint(
+            org.id,
+            e.uuid,
+            EndpointPatch {
+                sealed_secret: Some(vec![9, 9]),
+                ..Default::default()
+            },
+            t(50),
+            no_effects(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rotated.sealed_secret, vec![9, 9]);
+    assert!(matches!(
+        s.update_endpoint(
+            other.id,
+            e.uuid,
+            EndpointPatch::default(),
+            t(50),
+            no_effects()
+        )
+        .await,
+        Err(StoreError::NotFound)
+    ));
+
+    // Deleted: gone from reads and lists, a second delete is NotFound.
+    s.delete_endpoint(org.id, e.uuid, t(60), no_effects())
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.get_endpoint(org.id, e.uuid).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        s.delete_endpoint(org.id, e.uuid, t(61), no_effects()).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        s.delete_endpoint(other.id, e2.uuid, t(61), no_effects())
+            .await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(
+        s.list_endpoints(org.id, false, None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+async fn fan_out_follows_subscriptions(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let other = s.create_org("Other", t(0)).await.unwrap();
+    let all_ep = create(&s, org.id, "https://a.example.com/all", &["*"]).await;
+    let ns = create(&s, org.id, "https://a.example.com/ns", &["security.*"]).await;
+    let exact = create(
+        &s,
+        org.id,
+        "https://a.example.com/exact",
+        &["security.api_key_revoked"],
+    )
+    .await;
+    // The same URL (spelled differently) twice: one delivery.
+    let same1 = create(
+        &s,
+        org.id,
+        "https://A.example.com:443/same",
+        &["security.*"],
+    )
+    .await;
+    let same2 = create(&s, org.id, "https://a.example.com/same", &["*"]).await;
+    let off = create(&s, org.id, "https://a.example.com/off", &["*"]).await;
+    s.update_endpoint(
+        org.id,
+        off.uuid,
+        EndpointPatch {
+            status: Some(EndpointStatus::Disabled),
+            ..Default::default()
+        },
+        t(1),
+        no_effects(),
+    )
+    .await
+    .unwrap();
+    let foreign = create(&s, other.id, "https://a.example.com/foreign", &["*"]).await;
+
+    let created = emit(&s, org.id, "security.api_key_created", 10).await;
+    let revoked = emit(&s, org.id, "security.api_key_revoked", 11).await;
+    emit(&s, org.id, "integration.test", 12).await;
+    // A webhook.* event about an endpoint never goes to that endpoint.
+    let note = NewEvent::new(
+        org.id,
+        "webhook.delivery_failed",
+        json!({"endpoint_uuid": all_ep.uuid}),
+        None,
+        t(13),
+    );
+    s.write_effects(Effects::none().event(note.clone()))
+        .await
+        .unwrap();
+
+    let ds = s.list_deliveries(org.id, &all(100)).await.unwrap();
+    let to = |e: &EndpointRecord| -> Vec<String> {
+        let mut v: Vec<String> = ds
+            .iter()
+            .filter(|d| d.endpoint_uuid == Some(e.uuid))
+            .map(|d| d.event_name.clone())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        to(&all_ep),
+        vec![created.name.clone(), revoked.name.clone()]
+    );
+    assert_eq!(to(&ns), vec![created.name.clone(), revoked.name.clone()]);
+    assert_eq!(to(&exact), vec![revoked.name.clone()]);
+    assert_eq!(to(&same1), vec![created.name.clone(), revoked.name.clone()]);
+    assert_eq!(
+        to(&same2),
+        vec!["webhook.delivery_failed".to_owned()],
+        "the first endpoint of a URL wins; the second gets what the first does not"
+    );
+    assert!(to(&off).is_empty());
+    assert!(ds.iter().all(|d| d.event_name != "integration.test"));
+    assert!(
+        ds.iter()
+            .all(|d| d.status == DeliveryStatus::Pending && d.attempts == 0)
+    );
+    assert!(ds.iter().all(|d| d.next_attempt_at.is_some()));
+    let d = ds.iter().find(|d| d.event_name == created.name).unwrap();
+    assert_eq!(d.event_uuid, created.uuid);
+    assert_eq!(d.created_at, t(10));
+    assert!(
+        s.list_deliveries(other.id, &all(100))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let _ = foreign;
+}
+
+async fn test_deliveries_reach_one_endpoint(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let other = s.create_org("Other", t(0)).await.unwrap();
+    let a = create(&s, org.id, "https://a.example.com/a", &["crm.deal_won"]).await;
+    let b = create(&s, org.id, "https://a.example.com/b", &["*"]).await;
+    let event = NewEvent::new(org.id, "integration.test", json!({}), None, t(5));
+    let id = s
+        .create_test_delivery(org.id, a.uuid, event.clone(), Uuid::now_v7())
+        .await
+        .unwrap();
+    let ds = s.list_deliveries(org.id, &all(10)).await.unwrap();
+    assert_eq!(ds.len(), 1);
+    assert_eq!(ds[0].uuid, id);
+    assert_eq!(ds[0].endpoint_uuid, Some(a.uuid));
+    assert_eq!(ds[0].event_uuid, event.uuid);
+    let _ = b;
+    assert!(matches!(
+        s.create_test_delivery(
+            other.id,
+            a.uuid,
+            NewEvent::new(other.id, "integration.test", json!({}), None, t(5)),
+            Uuid::now_v7()
+        )
+        .await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+async fn claims_are_exclusive_and_respect_limits(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let a = create(&s, org.id, "https://a.example.com/a", &["*"]).await;
+    let b = create(&s, org.id, "https://a.example.com/b", &["*"]).await;
+    for i in 0..5 {
+        emit(&s, org.id, "security.api_key_created", 100 + i).await;
+    }
+    // Nothing is due before the events.
+    assert!(
+        s.claim_deliveries(&claim(50, 10, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(s.next_delivery_due().await.unwrap(), Some(t(100)));
+
+    // Per endpoint: at most 2 each, counting those already in flight.
+    let mut req = claim(1000, 10, 2);
+    req.in_flight.insert(b.id, 1);
+    let first = s.claim_deliveries(&req).await.unwrap();
+    let per = |v: &[ClaimedDelivery], e: &EndpointRecord| {
+        v.iter()
+            .filter(|d| d.endpoint.as_ref().unwrap().id == e.id)
+            .count()
+    };
+    assert_eq!((per(&first, &a), per(&first, &b)), (2, 1));
+    for d in &first {
+        assert_eq!(d.attempt, 1);
+        assert_eq!(d.token, req.token);
+        assert_eq!(d.event.name, "security.api_key_created");
+        let ep = d.endpoint.as_ref().unwrap();
+        assert_eq!(ep.sealed_secret, vec![1, 2, 3]);
+        assert!(!ep.deleted);
+    }
+    // Oldest first.
+    assert_eq!(first[0].event.occurred_at, t(100));
+    // Claimed deliveries are not claimable again until their lease expires.
+    let again = s.claim_deliveries(&claim(1000, 100, 100)).await.unwrap();
+    assert_eq!(again.len(), 10 - 3);
+    assert!(again.iter().all(|d| first.iter().all(|f| f.id != d.id)));
+    assert!(
+        s.claim_deliveries(&claim(1000, 100, 100))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // In flight: no next attempt shown, the lease's end is the next due time.
+    let d = s.list_deliveries(org.id, &all(100)).await.unwrap();
+    assert!(d.iter().all(|d| d.in_flight && d.next_attempt_at.is_none()));
+    assert_eq!(s.next_delivery_due().await.unwrap(), Some(t(11_000)));
+    // The global limit.
+    let org2 = s.create_org("Two", t(0)).await.unwrap();
+    create(&s, org2.id, "https://a.example.com/c", &["*"]).await;
+    for i in 0..3 {
+        emit(&s, org2.id, "security.api_key_created", 200 + i).await;
+    }
+    assert_eq!(
+        s.claim_deliveries(&claim(1000, 2, 100))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        s.claim_deliveries(&claim(1000, 0, 100))
+            .await
+            .unwrap()
+            .len(),
+        0
+    );
+}
+
+async fn expired_leases_are_taken_over(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    create(&s, org.id, "https://a.example.com/a", &["*"]).await;
+    emit(&s, org.id, "security.api_key_created", 100).await;
+    let first = s.claim_deliveries(&claim(1000, 10, 10)).await.unwrap();
+    assert_eq!(first.len(), 1);
+    // Still leased at 10.999 s; taken over after 11 s.
+    assert!(
+        s.claim_deliveries(&claim(10_999, 10, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let second = s.claim_deliveries(&claim(11_000, 10, 10)).await.unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].attempt, 2);
+    // The first claimer can no longer record its outcome.
+    assert_eq!(
+        s.record_attempt(outcome(
+            &first[0],
+            11_500,
+            Disposition::Delivered,
+            Some(200)
+        ))
+        .await
+        .unwrap(),
+        Recorded::LeaseLost
+    );
+    assert_eq!(
+        s.record_attempt(outcome(
+            &second[0],
+            11_600,
+            Disposition::Delivered,
+            Some(200)
+        ))
+        .await
+        .unwrap(),
+        Recorded::Done {
+            status: DeliveryStatus::Delivered,
+            endpoint_disabled: false
+        }
+    );
+    let (d, attempts, event) = s.get_delivery(org.id, first[0].uuid).await.unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(d.attempts, 2);
+    assert_eq!(event.name, "security.api_key_created");
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[0].number, 1);
+    assert_eq!(
+        attempts[0].error_code.as_deref(),
+        Some("attempt_interrupted")
+    );
+    assert_eq!(attempts[0].started_at, t(1000));
+    assert_eq!(attempts[0].duration_ms, None);
+    assert_eq!(attempts[1].number, 2);
+    assert_eq!(attempts[1].response_status, Some(200));
+}
+
+async fn concurrent_claims_never_overlap(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    for i in 0..10 {
+        create(&s, org.id, &format!("https://a.example.com/{i}"), &["*"]).await;
+    }
+    for i in 0..30 {
+        emit(&s, org.id, "security.api_key_created", 100 + i).await;
+    }
+    let total = 300;
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let got = s.claim_deliveries(&claim(5000, 7, 100)).await.unwrap();
+                if got.is_empty() {
+                    break;
+                }
+                mine.extend(got.into_iter().map(|d| d.id));
+            }
+            mine
+        }));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for t in tasks {
+        for id in t.await.unwrap() {
+            assert!(seen.insert(id), "delivery {id} was claimed twice");
+        }
+    }
+    assert_eq!(seen.len(), total);
+}
+
+async fn outcomes_update_deliveries_and_health(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let a = create(&s, org.id, "https://a.example.com/a", &["security.*"]).await;
+    let watcher = create(&s, org.id, "https://a.example.com/w", &["webhook.*"]).await;
+    emit(&s, org.id, "security.api_key_created", 100).await;
+    let c = s.claim_deliveries(&claim(1000, 10, 10)).await.unwrap();
+    assert_eq!(c.len(), 1);
+    // A retryable failure with attempts left: retrying at the given time.
+    let r = s
+        .record_attempt(outcome(
+            &c[0],
+            1100,
+            Disposition::RetryAt(t(2000)),
+            Some(503),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        r,
+        Recorded::Done {
+            status: DeliveryStatus::Retrying,
+            endpoint_disabled: false
+        }
+    );
+    let (d, _, _) = s.get_delivery(org.id, c[0].uuid).await.unwrap();
+    assert_eq!(d.status, DeliveryStatus::Retrying);
+    assert_eq!(d.next_attempt_at, Some(t(2000)));
+    assert_eq!(d.response_status, Some(503));
+    assert_eq!(d.error_code.as_deref(), Some("http_error"));
+    assert!(!d.in_flight);
+    assert!(
+        s.claim_deliveries(&claim(1999, 10, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Exhausted: the endpoint's counter goes up and webhook.delivery_failed goes to the watcher.
+    let c2 = s.claim_deliveries(&claim(2000, 10, 10)).await.unwrap();
+    assert_eq!(c2[0].attempt, 2);
+    s.record_attempt(outcome(&c2[0], 2100, Disposition::Exhausted, Some(500)))
+        .await
+        .unwrap();
+    let (d, attempts, _) = s.get_delivery(org.id, c[0].uuid).await.unwrap();
+    assert_eq!(d.status, DeliveryStatus::RetriesExhausted);
+    assert_eq!(d.next_attempt_at, None);
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(
+        s.get_endpoint(org.id, a.uuid)
+            .await
+            .unwrap()
+            .consecutive_failures,
+        1
+    );
+    let notes = s
+        .list_deliveries(
+            org.id,
+            &DeliveryQuery {
+                endpoint_uuid: Some(watcher.uuid),
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(notes.len(), 1);
+    assert_eq!(notes[0].event_name, "webhook.delivery_failed");
+    let (_, _, note) = s.get_delivery(org.id, notes[0].uuid).await.unwrap();
+    assert_eq!(note.data["delivery_id"], json!(c[0].uuid));
+    assert_eq!(note.data["status"], "retries_exhausted");
+    assert_eq!(note.data["attempts"], 2);
+    // A failure of that notification does not produce another one (no loop).
+    let c3 = s.claim_deliveries(&claim(2200, 10, 10)).await.unwrap();
+    assert_eq!(c3.len(), 1);
+    s.record_attempt(outcome(&c3[0], 2300, Disposition::Failed, Some(400)))
+        .await
+        .unwrap();
+    assert_eq!(s.list_deliveries(org.id, &all(100)).await.unwrap().len(), 2);
+    // A success resets the counter.
+    emit(&s, org.id, "security.api_key_revoked", 3000).await;
+    let c4 = s.claim_deliveries(&claim(3000, 10, 10)).await.unwrap();
+    s.record_attempt(outcome(&c4[0], 3100, Disposition::Delivered, Some(200)))
+        .await
+        .unwrap();
+    let (d, _, _) = s.get_delivery(org.id, c4[0].uuid).await.unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(d.delivered_at, Some(t(3100)));
+    assert_eq!(
+        s.get_endpoint(org.id, a.uuid)
+            .await
+            .unwrap()
+            .consecutive_failures,
+        0
+    );
+    // An interrupted attempt is handed back without counting as a failure.
+    emit(&s, org.id, "security.api_key_revoked", 4000).await;
+    let c5 = s.claim_deliveries(&claim(4000, 10, 10)).await.unwrap();
+    s.record_attempt(AttemptOutcome {
+        attempt: attempt(1, 4000, None, Some("attempt_interrupted")),
+        ..outcome(&c5[0], 4000, Disposition::Interrupted(t(4001)), None)
+    })
+    .await
+    .unwrap();
+    let (d, _, _) = s.get_delivery(org.id, c5[0].uuid).await.unwrap();
+    assert_eq!(d.status, DeliveryStatus::Pending);
+    assert_eq!(d.next_attempt_at, Some(t(4001)));
+    assert_eq!(
+        s.get_endpoint(org.id, a.uuid)
+            .await
+            .unwrap()
+            .consecutive_failures,
+        0
+    );
+}
+
+async fn endpoints_are_disabled_at_the_threshold(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let a = create(&s, org.id, "https://a.example.com/a", &["security.*"]).await;
+    let watcher = create(
+        &s,
+        org.id,
+        "https://a.example.com/w",
+        &["webhook.endpoint_disabled"],
+    )
+    .await;
+    for i in 0..4 {
+        emit(&s, org.id, "security.api_key_created", 100 + i).await;
+    }
+    let claimed = s.claim_deliveries(&claim(1000, 3, 10)).await.unwrap();
+    assert_eq!(claimed.len(), 3);
+    let mut disabled = Vec::new();
+    for c in &claimed {
+        match s
+            .record_attempt(outcome(c, 1100, Disposition::Failed, Some(410)))
+            .await
+            .unwrap()
+        {
+            Recorded::Done {
+                endpoint_disabled, ..
+            } => disabled.push(endpoint_disabled),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        disabled,
+        vec![false, false, true],
+        "disabled at the third (disable_after = 3)"
+    );
+    let e = s.get_endpoint(org.id, a.uuid).await.unwrap();
+    assert_eq!(e.status, EndpointStatus::Disabled);
+    assert_eq!(e.consecutive_failures, 3);
+    assert!(
+        e.disabled_reason
+            .unwrap()
+            .contains("3 consecutive failed deliveries")
+    );
+    assert_eq!(e.disabled_at, Some(t(1100)));
+    // The log entry, and the event to the other endpoint.
+    let log = s.list_org_events(org.id, 10).await.unwrap();
+    let entry = log
+        .iter()
+        .find(|l| l.event_type == "webhook_endpoint.disabled")
+        .expect("a log entry");
+    assert_eq!(entry.category, EventCategory::Admin);
+    assert_eq!(entry.actor, Actor::System);
+    let to_watcher = s
+        .list_deliveries(
+            org.id,
+            &DeliveryQuery {
+                endpoint_uuid: Some(watcher.uuid),
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(to_watcher.len(), 1);
+    assert_eq!(to_watcher[0].event_name, "webhook.endpoint_disabled");
+    // Its fourth (pending) delivery is held: nothing scheduled, nothing claimable.
+    let held: Vec<DeliveryRecord> = s
+        .list_deliveries(
+            org.id,
+            &DeliveryQuery {
+                endpoint_uuid: Some(a.uuid),
+                status: Some(DeliveryStatus::Pending),
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].next_attempt_at, None);
+    let claimable = s.claim_deliveries(&claim(2000, 10, 10)).await.unwrap();
+    assert!(
+        claimable
+            .iter()
+            .all(|c| c.endpoint.as_ref().unwrap().id != a.id)
+    );
+    // New events do not fan out to it.
+    emit(&s, org.id, "security.api_key_revoked", 3000).await;
+    assert_eq!(
+        s.list_deliveries(
+            org.id,
+            &DeliveryQuery {
+                endpoint_uuid: Some(a.uuid),
+                limit: 10,
+                ..Default::default()
+            }
+        )
+        .await
+        .unwrap()
+        .len(),
+        4
+    );
+    // Re-enabling resets the counter and schedules the held delivery at once.
+    let e = s
+        .update_endpoint(
+            org.id,
+            a.uuid,
+            EndpointPatch {
+                status: Some(EndpointStatus::Active),
+                ..Default::default()
+            },
+            t(4000),
+            no_effects(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(e.consecutive_failures, 0);
+    let resumed = s.claim_deliveries(&claim(4000, 10, 10)).await.unwrap();
+    assert_eq!(resumed.len(), 1);
+    assert_eq!(resumed[0].uuid, held[0].uuid);
+}
+
+async fn ledger_queries_retry_and_purge(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let a = create(&s, org.id, "https://a.example.com/a", &["*"]).await;
+    let b = create(
+        &s,
+        org.id,
+        "https://a.example.com/b",
+        &["security.api_key_revoked"],
+    )
+    .await;
+    emit(&s, org.id, "security.api_key_created", 100).await;
+    emit(&s, org.id, "security.api_key_revoked", 200).await;
+    emit(&s, org.id, "crm.deal_won", 300).await;
+    let q = |f: &dyn Fn(&mut DeliveryQuery)| {
+        let mut q = all(100);
+        f(&mut q);
+        q
+    };
+    let names = |v: Vec<DeliveryRecord>| v.into_iter().map(|d| d.event_name).collect::<Vec<_>>();
+    let everything = s.list_deliveries(org.id, &all(100)).await.unwrap();
+    assert_eq!(everything.len(), 4);
+    assert!(
+        everything
+            .windows(2)
+            .all(|w| (w[0].created_at, w[0].id) > (w[1].created_at, w[1].id)),
+        "newest first"
+    );
+    assert_eq!(
+        names(
+            s.list_deliveries(
+                org.id,
+                &q(&|q| q.event = Some(EventFilter::Exact("crm.deal_won".into())))
+            )
+            .await
+            .unwrap()
+        ),
+        vec!["crm.deal_won"]
+    );
+    assert_eq!(
+        s.list_deliveries(
+            org.id,
+            &q(&|q| q.event = Some(EventFilter::Namespace("security".into())))
+        )
+        .await
+        .unwrap()
+        .len(),
+        3
+    );
+    assert_eq!(
+        s.list_deliveries(
+            org.id,
+            &q(&|q| q.event = Some(EventFilter::Namespace("secur".into())))
+        )
+        .await
+        .unwrap()
+        .len(),
+        0
+    );
+    assert_eq!(
+        names(
+            s.list_deliveries(org.id, &q(&|q| q.endpoint_uuid = Some(b.uuid)))
+                .await
+                .unwrap()
+        ),
+        vec!["security.api_key_revoked"]
+    );
+    assert_eq!(
+        s.list_deliveries(
+            org.id,
+            &q(&|q| {
+                q.since = Some(t(200));
+                q.until = Some(t(300));
+            })
+        )
+        .await
+        .unwrap()
+        .len(),
+        2
+    );
+    assert_eq!(
+        s.list_deliveries(org.id, &q(&|q| q.status = Some(DeliveryStatus::Delivered)))
+            .await
+            .unwrap()
+            .len(),
+        0
+    );
+    // Cursor: strictly before a position.
+    let first = &everything[1];
+    let after = s
+        .list_deliveries(
+            org.id,
+            &q(&|q| q.before = Some((first.created_at, first.id))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.len(), 2);
+    assert_eq!(after[0].id, everything[2].id);
+    let limited = s.list_deliveries(org.id, &all(1)).await.unwrap();
+    assert_eq!(limited.len(), 1);
+
+    // Deliver one, then retry it: pending and due at once.
+    let claimed = s.claim_deliveries(&claim(1000, 10, 10)).await.unwrap();
+    for c in &claimed {
+        s.record_attempt(outcome(c, 1100, Disposition::Delivered, Some(200)))
+            .await
+            .unwrap();
+    }
+    let target = claimed[0].uuid;
+    let r = s
+        .retry_delivery(org.id, target, t(5000))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.status, DeliveryStatus::Pending);
+    assert_eq!(r.next_attempt_at, Some(t(5000)));
+    assert_eq!(r.attempts, 1);
+    let again = s.claim_deliveries(&claim(5000, 10, 10)).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].uuid, target);
+    assert_eq!(again[0].attempt, 2);
+    // While in flight, a retry changes nothing.
+    let r = s
+        .retry_delivery(org.id, target, t(5001))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(r.in_flight);
+    assert!(matches!(
+        s.retry_delivery(org.id, Uuid::now_v7(), t(5001)).await,
+        Err(StoreError::NotFound)
+    ));
+    let other = s.create_org("Other", t(0)).await.unwrap();
+    assert!(matches!(
+        s.retry_delivery(other.id, target, t(5001)).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        s.get_delivery(other.id, target).await,
+        Err(StoreError::NotFound)
+    ));
+    // An endpoint's deletion fails its unfinished deliveries; retrying them is refused.
+    emit(&s, org.id, "security.api_key_revoked", 6000).await;
+    s.delete_endpoint(org.id, b.uuid, t(6001), no_effects())
+        .await
+        .unwrap();
+    let gone = s
+        .list_deliveries(org.id, &q(&|q| q.endpoint_uuid = Some(b.uuid)))
+        .await
+        .unwrap();
+    assert_eq!(
+        gone.len(),
+        2,
+        "the ledger keeps a deleted endpoint's deliveries"
+    );
+    let failed = gone
+        .iter()
+        .find(|d| d.status == DeliveryStatus::Failed)
+        .expect("failed");
+    assert_eq!(failed.error_code.as_deref(), Some("endpoint_deleted"));
+    assert_eq!(
+        s.retry_delivery(org.id, failed.uuid, t(6002))
+            .await
+            .unwrap(),
+        Err(RetryRefusal::EndpointDeleted)
+    );
+
+    // Purge: deliveries created before the cutoff (not in flight), then orphaned events.
+    let (d, e1) = s.purge_deliveries(t(250), 1000).await.unwrap();
+    assert_eq!(d, 2, "the delivery in flight is kept");
+    assert_eq!(e1, 1, "the second event, whose deliveries are all gone");
+    s.record_attempt(outcome(&again[0], 5100, Disposition::Delivered, Some(200)))
+        .await
+        .unwrap();
+    let (d, e) = s.purge_deliveries(t(250), 1000).await.unwrap();
+    assert_eq!(d, 1);
+    assert_eq!(e, 1, "the first event, once its delivery is gone");
+    let left = s.list_deliveries(org.id, &all(100)).await.unwrap();
+    assert!(left.iter().all(|d| d.created_at >= t(250)));
+    let (d, _) = s.purge_deliveries(t(250), 1000).await.unwrap();
+    assert_eq!(d, 0);
+    let _ = a;
+}
+
+async fn outcomes_are_recorded_in_batches(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let a = create(&s, org.id, "https://a.example.com/a", &["security.*"]).await;
+    let b = create(&s, org.id, "https://a.example.com/b", &["security.*"]).await;
+    for i in 0..4 {
+        emit(&s, org.id, "security.api_key_created", 100 + i).await;
+    }
+    let claimed = s.claim_deliveries(&claim(1000, 100, 100)).await.unwrap();
+    assert_eq!(claimed.len(), 8);
+    let on = |c: &ClaimedDelivery, e: &EndpointRecord| c.endpoint.as_ref().unwrap().id == e.id;
+    let mut outcomes = Vec::new();
+    let mut expected = Vec::new();
+    // a: three permanent failures (disabled at the third: disable_after = 3), then one more
+    // outcome recorded after the disabling in the same batch; b: delivered, plus a stale claim.
+    for c in claimed.iter().filter(|c| on(c, &a)) {
+        outcomes.push(outcome(c, 1100, Disposition::Failed, Some(400)));
+    }
+    let mut b_claims = claimed.iter().filter(|c| on(c, &b));
+    let b1 = b_claims.next().unwrap();
+    outcomes.push(outcome(b1, 1100, Disposition::Delivered, Some(200)));
+    let b2 = b_claims.next().unwrap();
+    let mut stale = outcome(b2, 1100, Disposition::Delivered, Some(200));
+    stale.token = Uuid::new_v4();
+    outcomes.push(stale);
+    // Out of order on purpose.
+    outcomes.reverse();
+    let results = s.record_attempts(outcomes.clone()).await.unwrap();
+    assert_eq!(results.len(), outcomes.len());
+    for (o, r) in outcomes.iter().zip(&results) {
+        let want = if o.token != claimed[0].token {
+            Recorded::LeaseLost
+        } else if o.disposition == Disposition::Delivered {
+            Recorded::Done {
+                status: DeliveryStatus::Delivered,
+                endpoint_disabled: false,
+            }
+        } else {
+            // Which of a's outcomes disables it depends on the order of recording; checked
+            // below through the counts.
+            r.clone()
+        };
+        expected.push(want);
+    }
+    assert_eq!(results, expected);
+    let disabling = results
+        .iter()
+        .filter(|r| {
+            matches!(
+                r,
+                Recorded::Done {
+                    endpoint_disabled: true,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(disabling, 1, "{results:?}");
+    let e = s.get_endpoint(org.id, a.uuid).await.unwrap();
+    assert_eq!(e.status, EndpointStatus::Disabled);
+    assert_eq!(e.consecutive_failures, 3, "counting stops once disabled");
+    let failed = s
+        .list_deliveries(
+            org.id,
+            &DeliveryQuery {
+                endpoint_uuid: Some(a.uuid),
+                status: Some(DeliveryStatus::Failed),
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed.len(), 4);
+    // The success recorded with the batch's other successes: its own time, status and attempt.
+    let (d, attempts, _) = s.get_delivery(org.id, b1.uuid).await.unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(d.delivered_at, Some(t(1100)));
+    assert_eq!(d.response_status, Some(200));
+    assert!(!d.in_flight);
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].response_status, Some(200));
+    assert_eq!(attempts[0].number, 1);
+    let (d, attempts, _) = s.get_delivery(org.id, b2.uuid).await.unwrap();
+    assert!(d.in_flight, "the stale claim recorded nothing");
+    assert!(attempts.is_empty());
+    assert_eq!(s.record_attempts(Vec::new()).await.unwrap(), Vec::new());
+}
+
+async fn successes_in_a_batch_keep_their_times_and_reset_health(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let a = create(&s, org.id, "https://a.example.com/a", &["security.*"]).await;
+    let b = create(&s, org.id, "https://a.example.com/b", &["security.*"]).await;
+    emit(&s, org.id, "security.api_key_created", 100).await;
+    let first = s.claim_deliveries(&claim(1000, 10, 10)).await.unwrap();
+    assert_eq!(first.len(), 2);
+    let on_a = first
+        .iter()
+        .find(|c| c.endpoint.as_ref().unwrap().id == a.id)
+        .unwrap();
+    s.record_attempt(outcome(on_a, 1001, Disposition::Failed, Some(400)))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.get_endpoint(org.id, a.uuid)
+            .await
+            .unwrap()
+            .consecutive_failures,
+        1
+    );
+    for i in 0..3 {
+        emit(&s, org.id, "security.api_key_created", 200 + i).await;
+    }
+    let second = s.claim_deliveries(&claim(2000, 100, 100)).await.unwrap();
+    assert_eq!(second.len(), 6);
+    // Every claim still held (b's first one included) succeeds, each at its own time.
+    let held: Vec<&ClaimedDelivery> = first
+        .iter()
+        .filter(|c| c.endpoint.as_ref().unwrap().id == b.id)
+        .chain(second.iter())
+        .collect();
+    let outcomes: Vec<AttemptOutcome> = held
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            outcome(
+                c,
+                3000 + i as i64,
+                Disposition::Delivered,
+                Some(200 + i as i64),
+            )
+        })
+        .collect();
+    let results = s.record_attempts(outcomes.clone()).await.unwrap();
+    assert!(results.iter().all(|r| *r
+        == Recorded::Done {
+            status: DeliveryStatus::Delivered,
+            endpoint_disabled: false
+        }));
+    for (i, c) in held.iter().enumerate() {
+        let (d, attempts, _) = s.get_delivery(org.id, c.uuid).await.unwrap();
+        assert_eq!(d.status, DeliveryStatus::Delivered);
+        assert_eq!(d.delivered_at, Some(t(3000 + i as i64)));
+        assert_eq!(d.response_status, Some(200 + i as i64));
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(attempts[0].started_at, t(3000 + i as i64));
+    }
+    // A success resets a failing endpoint's count; the other endpoint's stays at zero.
+    assert_eq!(
+        s.get_endpoint(org.id, a.uuid)
+            .await
+            .unwrap()
+            .consecutive_failures,
+        0
+    );
+    assert_eq!(
+        s.get_endpoint(org.id, b.uuid)
+            .await
+            .unwrap()
+            .consecutive_failures,
+        0
+    );
+    // Recording the same claims again records nothing.
+    let again = s.record_attempts(outcomes).await.unwrap();
+    assert!(again.iter().all(|r| *r == Recorded::LeaseLost));
+}
+
+async fn legacy_records_share_the_fan_out(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    // A legacy record first, then a modern endpoint with the same URL: the modern one wins.
+    let shared_legacy = create_legacy(&s, org.id, "https://a.example.com/both", &["*"]).await;
+    let modern = create(
+        &s,
+        org.id,
+        "https://A.example.com:443/both",
+        &["security.*"],
+    )
+    .await;
+    // Two legacy records with one URL: one delivery.
+    let twin1 = create_legacy(&s, org.id, "https://a.example.com/twin", &["security.*"]).await;
+    let twin2 = create_legacy(&s, org.id, "https://a.example.com/twin", &["*"]).await;
+    let other_events =
+        create_legacy(&s, org.id, "https://a.example.com/contacts", &["contact.*"]).await;
+    assert!(shared_legacy.legacy && !modern.legacy);
+    assert!(shared_legacy.sealed_secret.is_empty());
+    assert_eq!(s.get_endpoint(org.id, twin1.uuid).await.unwrap(), twin1);
+
+    // Each kind lists only itself.
+    let legacy: Vec<Uuid> = s
+        .list_endpoints(org.id, true, None, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.uuid)
+        .collect();
+    assert_eq!(
+        legacy,
+        vec![
+            other_events.uuid,
+            twin2.uuid,
+            twin1.uuid,
+            shared_legacy.uuid
+        ]
+    );
+    let modern_list = s.list_endpoints(org.id, false, None, 10).await.unwrap();
+    assert_eq!(modern_list, vec![modern.clone()]);
+
+    let created = emit(&s, org.id, "security.api_key_created", 10).await;
+    let ds = s.list_deliveries(org.id, &all(100)).await.unwrap();
+    let to = |e: &EndpointRecord| {
+        ds.iter()
+            .filter(|d| d.endpoint_uuid == Some(e.uuid))
+            .count()
+    };
+    assert_eq!(
+        to(&modern),
+        1,
+        "the modern endpoint of a shared URL gets it"
+    );
+    assert_eq!(to(&shared_legacy), 0, "never a second delivery to that URL");
+    assert_eq!(to(&twin1) + to(&twin2), 1, "one delivery per URL");
+    assert_eq!(to(&twin1), 1, "the older record of a URL wins");
+    assert_eq!(to(&other_events), 0);
+    assert_eq!(ds.len(), 2);
+    assert!(ds.iter().all(|d| d.event_uuid == created.uuid));
+
+    // An event only the legacy record of the shared URL subscribes to goes to it.
+    emit(&s, org.id, "crm.deal_won", 11).await;
+    let ds = s.list_deliveries(org.id, &all(100)).await.unwrap();
+    let mut deal: Vec<Option<Uuid>> = ds
+        .iter()
+        .filter(|d| d.event_name == "crm.deal_won")
+        .map(|d| d.endpoint_uuid)
+        .collect();
+    deal.sort();
+    let mut expected = vec![Some(shared_legacy.uuid), Some(twin2.uuid)];
+    expected.sort();
+    assert_eq!(deal, expected);
+
+    // Claims say which deliveries are legacy (sent unsigned).
+    let claimed = s.claim_deliveries(&claim(20, 10, 10)).await.unwrap();
+    assert_eq!(claimed.len(), 4);
+    for c in &claimed {
+        let ep = c.endpoint.as_ref().unwrap();
+        assert_eq!(ep.legacy, ep.uuid != modern.uuid, "{:?}", ep.uuid);
+        if ep.legacy {
+            assert!(ep.sealed_secret.is_empty());
+        }
+    }
+
+    // A deleted legacy record receives nothing more.
+    s.delete_endpoint(org.id, twin1.uuid, t(30), no_effects())
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.get_endpoint(org.id, twin1.uuid).await,
+        Err(StoreError::NotFound)
+    ));
+    emit(&s, org.id, "security.api_key_revoked", 40).await;
+    let ds = s.list_deliveries(org.id, &all(100)).await.unwrap();
+    let mut revoked: Vec<Option<Uuid>> = ds
+        .iter()
+        .filter(|d| d.event_name == "security.api_key_revoked")
+        .map(|d| d.endpoint_uuid)
+        .collect();
+    revoked.sort();
+    let mut expected = vec![Some(modern.uuid), Some(twin2.uuid)];
+    expected.sort();
+    assert_eq!(revoked, expected, "the twin left takes over its URL");
+}
+
+async fn master_key_rotation_reseals_signing_secrets_only(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let modern = create(&s, org.id, "https://a.example.com/m", &["*"]).await;
+    let legacy = create_legacy(&s, org.id, "https://a.example.com/l", &["*"]).await;
+    let gone = create(&s, org.id, "https://a.example.com/g", &["*"]).await;
+    s.delete_endpoint(org.id, gone.uuid, t(1), no_effects())
+        .await
+        .unwrap();
+    s.init_setting("check", b"old").await.unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let reseal = move |sealed: &[u8], aad: &[u8]| -> Result<Vec<u8>, String> {
+        log.lock().unwrap().push((sealed.to_vec(), aad.to_vec()));
+        let mut v = sealed.to_vec();
+        v.push(9);
+        Ok(v)
+    };
+    let n = s.reseal_secrets(&reseal, "check", b"new").await.unwrap();
+    assert_eq!(n, 1, "only the live modern endpoint holds a secret");
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        vec![(
+            modern.sealed_secret.clone(),
+            switchboard_domain::sealed::AAD_SIGNING_SECRET.to_vec()
+        )]
+    );
+    let after = s.get_endpoint(org.id, modern.uuid).await.unwrap();
+    assert_eq!(
+        after.sealed_secret,
+        [modern.sealed_secret.clone(), vec![9]].concat()
+    );
+    assert!(
+        s.get_endpoint(org.id, legacy.uuid)
+            .await
+            .unwrap()
+            .sealed_secret
+            .is_empty()
+    );
+    assert_eq!(s.get_setting("check").await.unwrap(), Some(b"new".to_vec()));
+}
