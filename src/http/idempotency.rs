@@ -15,7 +15,7 @@
 //!
 //! The work runs in a task of its own, so a client that hangs up does not abandon it half-way.
 //! Handlers whose work writes its result and the completed record in one transaction (the
-//! sends) mark the response [`Recorded`]; any other 2xx/4xx is stored here afterwards.
+//! sends) mark the response [`ResponseStored`]; any other 2xx/4xx is stored here afterwards.
 
 use std::future::Future;
 
@@ -48,7 +48,7 @@ pub struct IdempotencyKey(pub String);
 
 /// Marks a response whose idempotency record was completed in the work's own transaction.
 #[derive(Clone, Copy, Debug)]
-pub struct Recorded;
+pub struct ResponseStored;
 
 /// Marks a response of work that lost its claim to another request (which took the key over
 /// after the lease ran out); nothing was written.
@@ -206,7 +206,7 @@ where
     };
 
     let response = detached(work(Some(token))).await;
-    if response.extensions().get::<Recorded>().is_some() {
+    if response.extensions().get::<ResponseStored>().is_some() {
         return response;
     }
     if response.extensions().get::<ClaimLost>().is_some() {

@@ -16,7 +16,7 @@ use crate::providers::ProviderError;
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::contact::validate_contact_name;
 use switchboard_domain::template::parse_request_template;
-use switchboard_store::{ClaimToken, Recorded, StoredResponse};
+use switchboard_store::{ClaimToken, RecordedOutbound, StoredResponse};
 
 use super::auth::Principal;
 use super::error::ApiError;
@@ -125,7 +125,7 @@ pub fn catalog_request(r: SendTemplateRequest) -> Result<SendPlan, ApiError> {
 /// The stored (and live) response of a recorded catalog send: 201 with the send response, the
 /// consent and the template, or the 422 of a provider rejection.
 fn catalog_response(
-    recorded: &Recorded,
+    recorded: &RecordedOutbound,
     extra: &CatalogExtra,
     rejection: Option<&ProviderError>,
 ) -> StoredResponse {

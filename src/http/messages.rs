@@ -25,7 +25,9 @@ use switchboard_domain::message::{
 use switchboard_domain::phone::Phone;
 use switchboard_domain::scope::Scope;
 use switchboard_domain::{Timestamp, ValidationErrors};
-use switchboard_store::{ClaimToken, HistoryCursor, MessageFilter, Recorded, StoredResponse};
+use switchboard_store::{
+    ClaimToken, HistoryCursor, MessageFilter, RecordedOutbound, StoredResponse,
+};
 
 use super::auth::Principal;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorObject};
@@ -229,7 +231,7 @@ pub(super) fn body_bytes(code: &'static str, message: &str, details: Option<Valu
 }
 
 /// The 422 of a send the provider rejected (the message is recorded as `failed`).
-fn rejected(recorded: &Recorded, error: &ProviderError) -> ApiError {
+fn rejected(recorded: &RecordedOutbound, error: &ProviderError) -> ApiError {
     let (http_status, code, message, details) = match error {
         ProviderError::Rejected {
             http_status,
@@ -263,7 +265,7 @@ fn rejected(recorded: &Recorded, error: &ProviderError) -> ApiError {
 /// The response stored for a recorded send (and given live): 201 with the send response, or
 /// the 422 of a provider rejection.
 pub(super) fn stored_response(
-    recorded: &Recorded,
+    recorded: &RecordedOutbound,
     rejection: Option<&ProviderError>,
 ) -> StoredResponse {
     match rejection {
@@ -531,7 +533,7 @@ pub(crate) fn send_outcome<T>(
 ) -> Response {
     let mark = |mut r: Response| {
         if recorded {
-            r.extensions_mut().insert(idempotency::Recorded);
+            r.extensions_mut().insert(idempotency::ResponseStored);
         }
         r
     };

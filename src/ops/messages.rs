@@ -31,7 +31,7 @@ use switchboard_domain::{Timestamp, ValidationErrors};
 use switchboard_store::{
     BatchChange, BatchOutcome, ClaimToken, ConversationPolicy, IdempotencyCompletion,
     InboundOutcome, InboundSender, MessageRecord, MessageRef, NewContact, NewInbound, NewOutbound,
-    NewStatus, ProviderBatch, RecipientRef, Recorded, StatusOutcome, Store, StoreError,
+    NewStatus, ProviderBatch, RecipientRef, RecordedOutbound, StatusOutcome, Store, StoreError,
     StoredResponse,
 };
 
@@ -179,8 +179,8 @@ pub struct SendResponse {
     pub conversation: Option<ConversationOut>,
 }
 
-impl From<&Recorded> for SendResponse {
-    fn from(r: &Recorded) -> Self {
+impl From<&RecordedOutbound> for SendResponse {
+    fn from(r: &RecordedOutbound) -> Self {
         SendResponse {
             message: MessageOut::from(&r.message),
             channel: r.message.channel.clone(),
@@ -209,7 +209,7 @@ fn message_data(m: &MessageRecord) -> Value {
 }
 
 /// `contact.created` / `conversation.created` for what `r` created, then `name` for its message.
-pub(crate) fn recorded_effects(r: &Recorded, name: &str) -> Effects {
+pub(crate) fn recorded_effects(r: &RecordedOutbound, name: &str) -> Effects {
     let m = &r.message;
     let channel = Some(m.channel.clone());
     let mut effects = Effects::none();
@@ -305,7 +305,7 @@ pub enum SendError {
     },
     /// 422 `provider_rejected`; the message was recorded as `failed`.
     ProviderRejected {
-        recorded: Box<Recorded>,
+        recorded: Box<RecordedOutbound>,
         error: ProviderError,
     },
     /// 503 `provider_unavailable`; nothing was recorded.
@@ -333,7 +333,8 @@ impl From<OpError> for SendError {
 
 /// Builds the stored (and live) response of a recorded send: the 201 body, or the 422 of a
 /// provider rejection.
-pub type Responder = Box<dyn FnOnce(&Recorded, Option<&ProviderError>) -> StoredResponse + Send>;
+pub type Responder =
+    Box<dyn FnOnce(&RecordedOutbound, Option<&ProviderError>) -> StoredResponse + Send>;
 
 /// Completes an idempotency claim in the transaction of the send.
 pub struct SendCompletion {
@@ -380,7 +381,7 @@ pub async fn send(
     ctx: &SendContext<'_>,
     input: SendInput,
     completion: Option<SendCompletion>,
-) -> Result<Recorded, SendError> {
+) -> Result<RecordedOutbound, SendError> {
     let channels = ctx.channels(input.org_id).await?;
     let channel = select_channel(
         &channels,
@@ -494,8 +495,9 @@ pub async fn send(
     let rejection_for_response = rejection.clone();
     let completion = completion.map(|c| IdempotencyCompletion {
         token: c.token,
-        respond: Box::new(move |r: &Recorded| (c.respond)(r, rejection_for_response.as_ref()))
-            as Box<dyn FnOnce(&Recorded) -> StoredResponse + Send>,
+        respond: Box::new(move |r: &RecordedOutbound| {
+            (c.respond)(r, rejection_for_response.as_ref())
+        }) as Box<dyn FnOnce(&RecordedOutbound) -> StoredResponse + Send>,
     });
     let recorded = ctx
         .store

@@ -31,8 +31,8 @@ use switchboard_domain::template::{
 use switchboard_domain::{FieldError, Timestamp, ValidationErrors};
 use switchboard_store::{
     ClaimToken, ConsentContext, ConversationPolicy, IdempotencyCompletion, NewConsent, NewOutbound,
-    NewTemplate, ProviderTemplateStatus, RecipientRef, Recorded, Store, StoreError, StoredResponse,
-    TemplateChange, TemplatePatch, TemplateRecord,
+    NewTemplate, ProviderTemplateStatus, RecipientRef, RecordedOutbound, Store, StoreError,
+    StoredResponse, TemplateChange, TemplatePatch, TemplateRecord,
 };
 
 use super::messages::{
@@ -854,8 +854,9 @@ pub struct CatalogExtra {
 }
 
 /// Builds the stored (and live) response of a recorded catalog send.
-pub type CatalogResponder =
-    Box<dyn FnOnce(&Recorded, &CatalogExtra, Option<&ProviderError>) -> StoredResponse + Send>;
+pub type CatalogResponder = Box<
+    dyn FnOnce(&RecordedOutbound, &CatalogExtra, Option<&ProviderError>) -> StoredResponse + Send,
+>;
 
 /// Completes an idempotency claim in the transaction of the send.
 pub struct CatalogCompletion {
@@ -866,7 +867,7 @@ pub struct CatalogCompletion {
 /// A recorded catalog send.
 #[derive(Clone, Debug)]
 pub struct CatalogSent {
-    pub recorded: Recorded,
+    pub recorded: RecordedOutbound,
     pub extra: CatalogExtra,
 }
 
@@ -1059,14 +1060,14 @@ pub async fn send_catalog(
     let extra_for_response = extra.clone();
     let completion = completion.map(|c| IdempotencyCompletion {
         token: c.token,
-        respond: Box::new(move |r: &Recorded| {
+        respond: Box::new(move |r: &RecordedOutbound| {
             (c.respond)(r, &extra_for_response, rejection_for_response.as_ref())
-        }) as Box<dyn FnOnce(&Recorded) -> StoredResponse + Send>,
+        }) as Box<dyn FnOnce(&RecordedOutbound) -> StoredResponse + Send>,
     });
     let mode = input.mode;
     let summary = template_summary(&template);
     let consent_json = consent_details(consent_uuid, &consent);
-    let effects = Box::new(move |r: &Recorded| {
+    let effects = Box::new(move |r: &RecordedOutbound| {
         let effects = recorded_effects(r, "message.sent");
         let m = &r.message;
         let phone = r.contact.phone.as_ref().map(|p| p.as_str().to_owned());

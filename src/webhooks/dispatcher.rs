@@ -35,7 +35,7 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::clock::SharedClock;
 use switchboard_store::SharedStore;
 use switchboard_store::webhooks::{
-    AttemptOutcome, AttemptRecord, ClaimRequest, ClaimedDelivery, Disposition, Recorded,
+    AttemptOutcome, AttemptRecord, AttemptRecorded, ClaimRequest, ClaimedDelivery, Disposition,
 };
 
 use super::url_safety::{self, DnsFailure, Policy, SafeResolver, UnsafeTarget};
@@ -383,7 +383,7 @@ impl Dispatcher {
             return;
         }
         match answer.await.ok().flatten() {
-            Some(Recorded::Done {
+            Some(AttemptRecorded::Done {
                 status,
                 endpoint_disabled,
             }) => {
@@ -396,7 +396,7 @@ impl Dispatcher {
                     );
                 }
             }
-            Some(Recorded::LeaseLost) => {
+            Some(AttemptRecorded::LeaseLost) => {
                 tracing::warn!(delivery_id = %d.uuid, attempt = d.attempt, "the lease of this attempt expired before its outcome was recorded; another instance took the delivery over");
             }
             None => {
@@ -550,7 +550,7 @@ impl Dispatcher {
 /// An outcome waiting to be recorded, and who waits for the result.
 struct ToRecord {
     outcome: AttemptOutcome,
-    reply: oneshot::Sender<Option<Recorded>>,
+    reply: oneshot::Sender<Option<AttemptRecorded>>,
 }
 
 /// Records outcomes as they come, up to [`RECORD_BATCH`] per transaction: one transaction per

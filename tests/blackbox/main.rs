@@ -1,20 +1,24 @@
 //! Black-box tests: the real `switchboard` binary on a random port, spoken to over HTTP, on
-//! SQLite and (when `SWITCHBOARD_TEST_POSTGRES_URL` is set) on PostgreSQL.
+//! SQLite and (when `SWITCHBOARD_TEST_POSTGRES_URL` is set) on PostgreSQL. One file per area.
 
-mod faults;
-mod support;
-
+// Support: processes, databases, receivers, fake providers, a fault-injection proxy.
 mod db_peek;
 mod fake_providers;
-
-mod foundation;
-mod initiation;
-mod legacy_api;
-mod legacy_data;
-mod messaging;
-mod org_data;
+mod fault_proxy;
 mod receivers;
-mod reliability;
+mod support;
+
+// Areas.
+mod auth;
+mod channels;
+mod faults;
+mod initiation;
+mod ledger;
+mod legacy_routes;
+mod org_data;
+mod org_features;
 mod scale;
+mod sending;
+mod service;
 mod soak;
 mod webhooks;

@@ -40,7 +40,7 @@ pub enum Behaviour {
 
 /// One request as received.
 #[derive(Clone, Debug)]
-pub struct Recorded {
+pub struct ReceivedRequest {
     pub path: String,
     pub method: String,
     /// Header names in lower case.
@@ -50,7 +50,7 @@ pub struct Recorded {
     pub instant: Instant,
 }
 
-impl Recorded {
+impl ReceivedRequest {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .get(&name.to_ascii_lowercase())
@@ -84,7 +84,7 @@ impl Recorded {
 struct State {
     defaults: HashMap<String, Behaviour>,
     scripts: HashMap<String, VecDeque<Behaviour>>,
-    requests: Vec<Recorded>,
+    requests: Vec<ReceivedRequest>,
 }
 
 /// A running receiver; it stops when dropped.
@@ -160,7 +160,7 @@ impl Receiver {
     }
 
     /// The requests received on `path`, in arrival order.
-    pub fn requests(&self, path: &str) -> Vec<Recorded> {
+    pub fn requests(&self, path: &str) -> Vec<ReceivedRequest> {
         self.state
             .lock()
             .unwrap()
@@ -172,12 +172,12 @@ impl Receiver {
     }
 
     /// Every request received.
-    pub fn all(&self) -> Vec<Recorded> {
+    pub fn all(&self) -> Vec<ReceivedRequest> {
         self.state.lock().unwrap().requests.clone()
     }
 
     /// Waits until `path` has received at least `n` requests; panics after `deadline`.
-    pub async fn wait_for(&self, path: &str, n: usize, deadline: Duration) -> Vec<Recorded> {
+    pub async fn wait_for(&self, path: &str, n: usize, deadline: Duration) -> Vec<ReceivedRequest> {
         self.wait_until(deadline, |all| {
             all.iter().filter(|r| r.path == path).count() >= n
         })
@@ -189,8 +189,8 @@ impl Receiver {
     pub async fn wait_until(
         &self,
         deadline: Duration,
-        pred: impl Fn(&[Recorded]) -> bool,
-    ) -> Vec<Recorded> {
+        pred: impl Fn(&[ReceivedRequest]) -> bool,
+    ) -> Vec<ReceivedRequest> {
         let end = tokio::time::Instant::now() + deadline;
         loop {
             let notified = self.arrived.notified();
@@ -266,7 +266,7 @@ async fn handle(
         .map(|b| b.to_bytes().to_vec())
         .unwrap_or_default();
     let behaviour = next_behaviour(&state, &path);
-    state.lock().unwrap().requests.push(Recorded {
+    state.lock().unwrap().requests.push(ReceivedRequest {
         path,
         method,
         headers,

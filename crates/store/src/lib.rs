@@ -426,9 +426,9 @@ pub trait MessageStore: Send + Sync {
     async fn record_outbound(
         &self,
         new: NewOutbound,
-        completion: Option<IdempotencyCompletion<'_, Recorded>>,
-        effects: EffectsFn<'_, Recorded>,
-    ) -> StoreResult<Recorded>;
+        completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
+        effects: EffectsFn<'_, RecordedOutbound>,
+    ) -> StoreResult<RecordedOutbound>;
     /// Records what a provider reported for one channel (inbound messages, de-duplicated on the
     /// provider id; status updates, forward only) in one transaction.
     async fn record_provider_batch(
@@ -520,9 +520,9 @@ pub trait TemplateStore: Send + Sync {
         new: NewOutbound,
         contact_name: Option<String>,
         consent: NewConsent,
-        completion: Option<IdempotencyCompletion<'_, Recorded>>,
-        effects: EffectsFn<'_, Recorded>,
-    ) -> StoreResult<Recorded>;
+        completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
+        effects: EffectsFn<'_, RecordedOutbound>,
+    ) -> StoreResult<RecordedOutbound>;
     /// Consent evidence of the organization by UUID.
     async fn find_consent(&self, org_id: i64, uuid: Uuid) -> StoreResult<Option<ConsentRecord>>;
 }

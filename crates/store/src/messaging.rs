@@ -85,7 +85,7 @@ pub struct NewOutbound {
 
 /// What recording a message wrote.
 #[derive(Clone, Debug)]
-pub struct Recorded {
+pub struct RecordedOutbound {
     pub message: MessageRecord,
     pub contact: Contact,
     pub contact_created: bool,
@@ -145,7 +145,7 @@ pub struct ProviderBatch {
 /// The outcome of one inbound message.
 #[derive(Clone, Debug)]
 pub enum InboundOutcome {
-    Stored(Box<Recorded>),
+    Stored(Box<RecordedOutbound>),
     /// Already stored (same provider id on the channel): nothing changed.
     Duplicate {
         provider_message_id: String,
@@ -174,7 +174,7 @@ pub struct BatchOutcome {
 
 /// What a change in a provider batch causes; the store asks for the effects of each.
 pub enum BatchChange<'a> {
-    Inbound(&'a Recorded),
+    Inbound(&'a RecordedOutbound),
     Status {
         message: &'a MessageRecord,
         previous: MessageStatus,

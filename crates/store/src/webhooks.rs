@@ -255,8 +255,8 @@ pub struct AttemptOutcome {
 
 /// What recording an outcome did.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Recorded {
-    /// Recorded; the delivery's status is now this.
+pub enum AttemptRecorded {
+    /// AttemptRecorded; the delivery's status is now this.
     Done {
         status: DeliveryStatus,
         /// The endpoint was disabled by this outcome.
@@ -344,10 +344,13 @@ pub trait WebhookStore: Send + Sync {
     async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>>;
     /// Records an attempt's outcome, if the claim still holds, with its effects on the
     /// delivery, the endpoint's health and the events it causes.
-    async fn record_attempt(&self, outcome: AttemptOutcome) -> StoreResult<Recorded>;
+    async fn record_attempt(&self, outcome: AttemptOutcome) -> StoreResult<AttemptRecorded>;
     /// Records several outcomes in one transaction (as `record_attempt` each); the results are
     /// in the order of `outcomes`.
-    async fn record_attempts(&self, outcomes: Vec<AttemptOutcome>) -> StoreResult<Vec<Recorded>>;
+    async fn record_attempts(
+        &self,
+        outcomes: Vec<AttemptOutcome>,
+    ) -> StoreResult<Vec<AttemptRecorded>>;
     /// When the next delivery becomes due (`None`: nothing scheduled).
     async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>>;
     /// The backlog at `now`: how many deliveries are due (or overdue), and the oldest due time.

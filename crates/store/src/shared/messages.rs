@@ -7,8 +7,8 @@ use super::{Backend, Db};
 use crate::{
     BatchChange, BatchEffectsFn, BatchOutcome, ConversationPolicy, EffectsFn, HistoryCursor,
     IdempotencyCompletion, InboundOutcome, InboundSender, MessageFilter, MessageRecord, MessageRef,
-    MessageStore, NewConsent, NewContact, NewOutbound, ProviderBatch, RecipientRef, Recorded,
-    StatusOutcome, StoreError, StoreResult,
+    MessageStore, NewConsent, NewContact, NewOutbound, ProviderBatch, RecipientRef,
+    RecordedOutbound, StatusOutcome, StoreError, StoreResult,
 };
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{ChannelIdentity, ChannelType};
@@ -429,9 +429,9 @@ impl Backend {
         new: NewOutbound,
         contact_name: Option<String>,
         consent: Option<NewConsent>,
-        completion: Option<IdempotencyCompletion<'_, Recorded>>,
-        effects: EffectsFn<'_, Recorded>,
-    ) -> StoreResult<Recorded> {
+        completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
+        effects: EffectsFn<'_, RecordedOutbound>,
+    ) -> StoreResult<RecordedOutbound> {
         let mut tx = self.begin().await?;
         let (contact, contact_created) = match &new.recipient {
             RecipientRef::Contact(id) => {
@@ -522,7 +522,7 @@ impl Backend {
                 .execute(&mut *tx)
                 .await?;
         }
-        let recorded = Recorded {
+        let recorded = RecordedOutbound {
             message: fetch_message(&mut tx, id).await?,
             contact,
             contact_created,
@@ -619,9 +619,9 @@ impl MessageStore for Backend {
     async fn record_outbound(
         &self,
         new: NewOutbound,
-        completion: Option<IdempotencyCompletion<'_, Recorded>>,
-        effects: EffectsFn<'_, Recorded>,
-    ) -> StoreResult<Recorded> {
+        completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
+        effects: EffectsFn<'_, RecordedOutbound>,
+    ) -> StoreResult<RecordedOutbound> {
         self.write_outbound(new, None, None, completion, effects)
             .await
     }
@@ -718,7 +718,7 @@ impl MessageStore for Backend {
             .bind(conversation.id)
             .execute(&mut *tx)
             .await?;
-            let recorded = Recorded {
+            let recorded = RecordedOutbound {
                 message: fetch_message(&mut tx, id).await?,
                 contact,
                 contact_created,

@@ -7,8 +7,8 @@ use super::Backend;
 use super::messages::Conn;
 use crate::{
     ConsentRecord, EffectsFn, IdempotencyCompletion, NewConsent, NewOutbound, NewTemplate,
-    ProviderTemplateStatus, Recorded, StoreError, StoreResult, TemplateChange, TemplatePatch,
-    TemplateRecord, TemplateStore,
+    ProviderTemplateStatus, RecordedOutbound, StoreError, StoreResult, TemplateChange,
+    TemplatePatch, TemplateRecord, TemplateStore,
 };
 use switchboard_domain::Timestamp;
 use switchboard_domain::template::{
@@ -359,9 +359,9 @@ impl TemplateStore for Backend {
         new: NewOutbound,
         contact_name: Option<String>,
         consent: NewConsent,
-        completion: Option<IdempotencyCompletion<'_, Recorded>>,
-        effects: EffectsFn<'_, Recorded>,
-    ) -> StoreResult<Recorded> {
+        completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
+        effects: EffectsFn<'_, RecordedOutbound>,
+    ) -> StoreResult<RecordedOutbound> {
         self.write_outbound(new, contact_name, Some(consent), completion, effects)
             .await
     }

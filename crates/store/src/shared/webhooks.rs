@@ -557,7 +557,7 @@ async fn record_one(
     o: &AttemptOutcome,
     d: &LeasedRow,
     endpoint: Option<&mut HealthRow>,
-) -> StoreResult<(Recorded, Effects)> {
+) -> StoreResult<(AttemptRecorded, Effects)> {
     let deleted = endpoint.as_ref().is_some_and(|e| e.deleted_at.is_some());
     let active = endpoint
         .as_ref()
@@ -621,7 +621,7 @@ async fn record_one(
     .execute(&mut *conn)
     .await?;
     if done.rows_affected() == 0 {
-        return Ok((Recorded::LeaseLost, Effects::none()));
+        return Ok((AttemptRecorded::LeaseLost, Effects::none()));
     }
     insert_attempt(conn, o.delivery_id, a).await?;
 
@@ -712,7 +712,7 @@ async fn record_one(
         }
     }
     Ok((
-        Recorded::Done {
+        AttemptRecorded::Done {
             status,
             endpoint_disabled,
         },
@@ -1240,16 +1240,19 @@ impl WebhookStore for Backend {
             .collect()
     }
 
-    async fn record_attempt(&self, o: AttemptOutcome) -> StoreResult<Recorded> {
+    async fn record_attempt(&self, o: AttemptOutcome) -> StoreResult<AttemptRecorded> {
         Ok(self
             .record_attempts(vec![o])
             .await?
             .pop()
-            .unwrap_or(Recorded::LeaseLost))
+            .unwrap_or(AttemptRecorded::LeaseLost))
     }
 
-    async fn record_attempts(&self, outcomes: Vec<AttemptOutcome>) -> StoreResult<Vec<Recorded>> {
-        let mut results = vec![Recorded::LeaseLost; outcomes.len()];
+    async fn record_attempts(
+        &self,
+        outcomes: Vec<AttemptOutcome>,
+    ) -> StoreResult<Vec<AttemptRecorded>> {
+        let mut results = vec![AttemptRecorded::LeaseLost; outcomes.len()];
         if outcomes.is_empty() {
             return Ok(results);
         }
@@ -1308,7 +1311,7 @@ impl WebhookStore for Backend {
             results[i] = recorded;
         }
         for i in record_successes(&mut tx, &outcomes, &fast).await? {
-            results[i] = Recorded::Done {
+            results[i] = AttemptRecorded::Done {
                 status: DeliveryStatus::Delivered,
                 endpoint_disabled: false,
             };

@@ -93,7 +93,7 @@ fn outbound(
     }
 }
 
-fn sent_event(r: &Recorded) -> Effects {
+fn sent_event(r: &RecordedOutbound) -> Effects {
     Effects::none().event(NewEvent::new(
         r.message.org_id,
         "message.sent",
@@ -378,7 +378,7 @@ async fn completion_is_conditional_on_owning_the_claim(s: SharedStore) {
             ),
             Some(IdempotencyCompletion {
                 token: second,
-                respond: Box::new(|r: &Recorded| StoredResponse {
+                respond: Box::new(|r: &RecordedOutbound| StoredResponse {
                     status: 201,
                     body: format!("message {}", r.message.id).into_bytes(),
                 }),
@@ -476,7 +476,7 @@ async fn provider_batches_deduplicate_and_move_statuses_forward(s: SharedStore) 
         )
         .await
         .unwrap();
-    let stored: Vec<&Recorded> = out
+    let stored: Vec<&RecordedOutbound> = out
         .messages
         .iter()
         .filter_map(|o| match o {
@@ -486,7 +486,7 @@ async fn provider_batches_deduplicate_and_move_statuses_forward(s: SharedStore) 
         .collect();
     assert_eq!(stored.len(), 3, "{out:?}");
     assert_eq!(out.messages.len(), 4);
-    let phone_msgs: Vec<&&Recorded> = stored
+    let phone_msgs: Vec<&&RecordedOutbound> = stored
         .iter()
         .filter(|r| r.contact.phone.is_some())
         .collect();

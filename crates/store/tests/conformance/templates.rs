@@ -358,7 +358,7 @@ fn consent(f: &Fixture, template_id: i64, context: ConsentContext) -> NewConsent
     }
 }
 
-fn sent_event(r: &Recorded) -> Effects {
+fn sent_event(r: &RecordedOutbound) -> Effects {
     Effects::none().event(switchboard_domain::event::NewEvent::new(
         r.message.org_id,
         "message.sent",
@@ -593,7 +593,7 @@ async fn a_lost_claim_writes_no_evidence(ts: &TestStore) {
             c.clone(),
             Some(IdempotencyCompletion {
                 token: second,
-                respond: Box::new(|r: &Recorded| StoredResponse {
+                respond: Box::new(|r: &RecordedOutbound| StoredResponse {
                     status: 201,
                     body: format!("message {}", r.message.id).into_bytes(),
                 }),

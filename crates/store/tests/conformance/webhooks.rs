@@ -524,7 +524,7 @@ async fn expired_leases_are_taken_over(s: SharedStore) {
         ))
         .await
         .unwrap(),
-        Recorded::LeaseLost
+        AttemptRecorded::LeaseLost
     );
     assert_eq!(
         s.record_attempt(outcome(
@@ -535,7 +535,7 @@ async fn expired_leases_are_taken_over(s: SharedStore) {
         ))
         .await
         .unwrap(),
-        Recorded::Done {
+        AttemptRecorded::Done {
             status: DeliveryStatus::Delivered,
             endpoint_disabled: false
         }
@@ -608,7 +608,7 @@ async fn outcomes_update_deliveries_and_health(s: SharedStore) {
         .unwrap();
     assert_eq!(
         r,
-        Recorded::Done {
+        AttemptRecorded::Done {
             status: DeliveryStatus::Retrying,
             endpoint_disabled: false
         }
@@ -725,7 +725,7 @@ async fn endpoints_are_disabled_at_the_threshold(s: SharedStore) {
             .await
             .unwrap()
         {
-            Recorded::Done {
+            AttemptRecorded::Done {
                 endpoint_disabled, ..
             } => disabled.push(endpoint_disabled),
             other => panic!("{other:?}"),
@@ -1036,9 +1036,9 @@ async fn outcomes_are_recorded_in_batches(s: SharedStore) {
     assert_eq!(results.len(), outcomes.len());
     for (o, r) in outcomes.iter().zip(&results) {
         let want = if o.token != claimed[0].token {
-            Recorded::LeaseLost
+            AttemptRecorded::LeaseLost
         } else if o.disposition == Disposition::Delivered {
-            Recorded::Done {
+            AttemptRecorded::Done {
                 status: DeliveryStatus::Delivered,
                 endpoint_disabled: false,
             }
@@ -1055,7 +1055,7 @@ async fn outcomes_are_recorded_in_batches(s: SharedStore) {
         .filter(|r| {
             matches!(
                 r,
-                Recorded::Done {
+                AttemptRecorded::Done {
                     endpoint_disabled: true,
                     ..
                 }
@@ -1140,7 +1140,7 @@ async fn successes_in_a_batch_keep_their_times_and_reset_health(s: SharedStore) 
         .collect();
     let results = s.record_attempts(outcomes.clone()).await.unwrap();
     assert!(results.iter().all(|r| *r
-        == Recorded::Done {
+        == AttemptRecorded::Done {
             status: DeliveryStatus::Delivered,
             endpoint_disabled: false
         }));
@@ -1169,7 +1169,7 @@ async fn successes_in_a_batch_keep_their_times_and_reset_health(s: SharedStore) 
     );
     // Recording the same claims again records nothing.
     let again = s.record_attempts(outcomes).await.unwrap();
-    assert!(again.iter().all(|r| *r == Recorded::LeaseLost));
+    assert!(again.iter().all(|r| *r == AttemptRecorded::LeaseLost));
 }
 
 async fn legacy_records_share_the_fan_out(s: SharedStore) {

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use crate::both_backends;
-use crate::receivers::{Behaviour, Receiver, Recorded};
+use crate::receivers::{Behaviour, ReceivedRequest, Receiver};
 use crate::support::{Backend, Server, TestEnv};
 
 both_backends!(
@@ -1027,7 +1027,7 @@ async fn legacy_webhook_urls_follow_the_url_safety_rules(backend: Backend) {
 }
 
 /// Whether `r` carries a valid v1 signature by `secret`.
-fn signed_by(secret: &str, r: &Recorded) -> bool {
+fn signed_by(secret: &str, r: &ReceivedRequest) -> bool {
     let (Some(ts), Some(sig)) = (
         r.header("x-switchboard-timestamp"),
         r.header("x-switchboard-signature"),
@@ -1111,7 +1111,7 @@ async fn send_and_find_event(server: &Server, key: &str, text: &str) -> String {
     new.into_iter().next().unwrap()
 }
 
-fn for_event<'a>(rs: &'a [Recorded], event_id: &str) -> Vec<&'a Recorded> {
+fn for_event<'a>(rs: &'a [ReceivedRequest], event_id: &str) -> Vec<&'a ReceivedRequest> {
     rs.iter()
         .filter(|r| r.json()["metadata"]["event_id"] == event_id)
         .collect()
