@@ -63,11 +63,6 @@ impl PgStore {
             .map_err(|e| StoreError::Other(format!("migration failed: {e}")))
     }
 
-    /// Called after a transaction that wrote outbox events has committed.
-    pub(super) async fn notify_outbox(&self) {
-        self.hooks.outbox_written();
-    }
-
     pub(super) const BACKEND: &'static str = "postgres";
 }
 

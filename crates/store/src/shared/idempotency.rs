@@ -9,6 +9,7 @@ use crate::{
     StoreResult, StoredResponse,
 };
 use switchboard_domain::Timestamp;
+use switchboard_domain::event::Effects;
 
 type Conn = <Db as sqlx::Database>::Connection;
 
@@ -101,10 +102,10 @@ impl IdempotencyStore for Backend {
             return Ok(claimed(record_id));
         }
         // The key exists (or existed a moment ago): decide under a transaction.
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let inserted: Option<i64> = insert().fetch_optional(&mut *tx).await?;
         if let Some(record_id) = inserted {
-            tx.commit().await?;
+            tx.commit(Effects::none()).await?;
             return Ok(claimed(record_id));
         }
         // The key exists: lock its row (PostgreSQL) and decide.
@@ -136,7 +137,7 @@ impl IdempotencyStore for Backend {
             .bind(row.id)
             .execute(&mut *tx)
             .await?;
-            tx.commit().await?;
+            tx.commit(Effects::none()).await?;
             return Ok(ClaimOutcome::Claimed {
                 token,
                 taken_over: false,
@@ -165,7 +166,7 @@ impl IdempotencyStore for Backend {
                 taken_over: true,
             }
         };
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(outcome)
     }
 
@@ -174,10 +175,10 @@ impl IdempotencyStore for Backend {
         token: ClaimToken,
         response: StoredResponse,
     ) -> StoreResult<bool> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         match complete_tx(&mut tx, token, &response).await {
             Ok(()) => {
-                tx.commit().await?;
+                tx.commit(Effects::none()).await?;
                 Ok(true)
             }
             Err(StoreError::Conflict(_)) => Ok(false),
@@ -186,7 +187,7 @@ impl IdempotencyStore for Backend {
     }
 
     async fn release_idempotency(&self, token: ClaimToken) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         sqlx::query(
             "DELETE FROM idempotency_records WHERE id = $1 AND owner = $2 AND state = 'in_progress'",
         )
@@ -194,7 +195,7 @@ impl IdempotencyStore for Backend {
         .bind(token.owner)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(())
     }
 
@@ -231,7 +232,7 @@ impl IdempotencyStore for Backend {
     }
 
     async fn purge_idempotency(&self, now: Timestamp, batch: i64) -> StoreResult<u64> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let done = sqlx::query(
             "DELETE FROM idempotency_records WHERE id IN (
                  SELECT id FROM idempotency_records
@@ -242,7 +243,7 @@ impl IdempotencyStore for Backend {
         .bind(batch)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(done.rows_affected())
     }
 }

@@ -14,6 +14,7 @@ use crate::legacy::*;
 use crate::{EffectsFn, StoreError, StoreResult, TemplateRecord};
 use switchboard_domain::Timestamp;
 use switchboard_domain::contact::Contact;
+use switchboard_domain::event::Effects;
 use switchboard_domain::template::TemplateStatus;
 
 /// Appends `AND (time < t OR (time = t AND id < i)) ORDER BY time DESC, id DESC LIMIT n`.
@@ -260,21 +261,6 @@ impl From<FlowRow> for FlowRecord {
     }
 }
 
-impl Backend {
-    async fn commit_with(
-        &self,
-        mut tx: sqlx::Transaction<'static, Db>,
-        effects: switchboard_domain::event::Effects,
-    ) -> StoreResult<()> {
-        let written = super::write_effects_tx(&mut tx, &effects).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
-        Ok(())
-    }
-}
-
 #[async_trait]
 impl LegacyStore for Backend {
     async fn list_contacts(
@@ -308,7 +294,7 @@ impl LegacyStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, ContactChange>,
     ) -> StoreResult<ContactChange> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let before = live_contact(&mut tx, org_id, uuid).await?;
         let phone = patch
             .phone
@@ -325,8 +311,7 @@ impl LegacyStore for Backend {
             .await?;
         let after = fetch_contact(&mut tx, before.id).await?;
         let change = ContactChange { before, after };
-        let fx = effects(&change);
-        self.commit_with(tx, fx).await?;
+        tx.commit(effects(&change)).await?;
         Ok(change)
     }
 
@@ -337,7 +322,7 @@ impl LegacyStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, Contact>,
     ) -> StoreResult<Contact> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let before = live_contact(&mut tx, org_id, uuid).await?;
         sqlx::query(
             "UPDATE contacts SET phone = NULL, name = NULL, telegram_chat_id = NULL, deleted_at = $1,
@@ -351,8 +336,7 @@ impl LegacyStore for Backend {
             .bind(before.id)
             .execute(&mut *tx)
             .await?;
-        let fx = effects(&before);
-        self.commit_with(tx, fx).await?;
+        tx.commit(effects(&before)).await?;
         Ok(before)
     }
 
@@ -396,7 +380,7 @@ impl LegacyStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, GroupRecord>,
     ) -> StoreResult<GroupRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         sqlx::query(
             "INSERT INTO contact_groups (uuid, org_id, name, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)",
         )
@@ -407,8 +391,7 @@ impl LegacyStore for Backend {
         .execute(&mut *tx)
         .await?;
         let group = group_tx(&mut tx, org_id, uuid).await?;
-        let fx = effects(&group);
-        self.commit_with(tx, fx).await?;
+        tx.commit(effects(&group)).await?;
         Ok(group)
     }
 
@@ -439,7 +422,7 @@ impl LegacyStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, GroupRecord>,
     ) -> StoreResult<GroupRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let done = sqlx::query(
             "UPDATE contact_groups SET name = $1, updated_at = $2 WHERE uuid = $3 AND org_id = $4",
         )
@@ -453,8 +436,7 @@ impl LegacyStore for Backend {
             return Err(StoreError::NotFound);
         }
         let group = group_tx(&mut tx, org_id, uuid).await?;
-        let fx = effects(&group);
-        self.commit_with(tx, fx).await?;
+        tx.commit(effects(&group)).await?;
         Ok(group)
     }
 
@@ -464,7 +446,7 @@ impl LegacyStore for Backend {
         uuid: Uuid,
         effects: EffectsFn<'_, GroupRecord>,
     ) -> StoreResult<GroupRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let group = group_tx(&mut tx, org_id, uuid).await?;
         sqlx::query("DELETE FROM contact_group_members WHERE group_id = $1")
             .bind(group.id)
@@ -474,8 +456,7 @@ impl LegacyStore for Backend {
             .bind(group.id)
             .execute(&mut *tx)
             .await?;
-        let fx = effects(&group);
-        self.commit_with(tx, fx).await?;
+        tx.commit(effects(&group)).await?;
         Ok(group)
     }
 
@@ -488,7 +469,7 @@ impl LegacyStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, GroupRecord>,
     ) -> StoreResult<MembershipOutcome> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let group = group_tx(&mut tx, org_id, uuid).await?;
         // One statement per chunk of contacts, not one per contact: a change may name 1 000
         // of them, inside a transaction on the single writer.
@@ -532,7 +513,7 @@ impl LegacyStore for Backend {
             changed += done.rows_affected() as i64;
         }
         if changed == 0 {
-            tx.commit().await?;
+            tx.commit(Effects::none()).await?;
             return Ok(MembershipOutcome::Changed { group, changed });
         }
         sqlx::query("UPDATE contact_groups SET updated_at = $1 WHERE id = $2")
@@ -541,8 +522,7 @@ impl LegacyStore for Backend {
             .execute(&mut *tx)
             .await?;
         let group = group_tx(&mut tx, org_id, uuid).await?;
-        let fx = effects(&group);
-        self.commit_with(tx, fx).await?;
+        tx.commit(effects(&group)).await?;
         Ok(MembershipOutcome::Changed { group, changed })
     }
 
@@ -582,7 +562,7 @@ impl LegacyStore for Backend {
         text: &str,
         now: Timestamp,
     ) -> StoreResult<CannedReplyRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let row: CannedRow = sqlx::query_as(
             "INSERT INTO canned_replies (uuid, org_id, shortcut, text, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $5)
@@ -595,7 +575,7 @@ impl LegacyStore for Backend {
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(row.into())
     }
 
@@ -619,7 +599,7 @@ impl LegacyStore for Backend {
         text: Option<&str>,
         now: Timestamp,
     ) -> StoreResult<CannedReplyRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let row: Option<CannedRow> = sqlx::query_as(
             "UPDATE canned_replies SET shortcut = COALESCE($1, shortcut), text = COALESCE($2, text), updated_at = $3
              WHERE uuid = $4 AND org_id = $5
@@ -632,18 +612,18 @@ impl LegacyStore for Backend {
         .bind(org_id)
         .fetch_optional(&mut *tx)
         .await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         row.map(Into::into).ok_or(StoreError::NotFound)
     }
 
     async fn delete_canned_reply(&self, org_id: i64, uuid: Uuid) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let done = sqlx::query("DELETE FROM canned_replies WHERE uuid = $1 AND org_id = $2")
             .bind(uuid)
             .bind(org_id)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
@@ -675,7 +655,7 @@ impl LegacyStore for Backend {
         new: NewCampaign,
         effects: EffectsFn<'_, CampaignRecord>,
     ) -> StoreResult<CampaignRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO campaigns (uuid, org_id, api_key_id, api_key_prefix, name, channel_id, group_uuid, request,
                                     status, created_at, updated_at)
@@ -705,8 +685,7 @@ impl LegacyStore for Backend {
             .await?;
         }
         let campaign = campaign_by(&mut tx, id).await?;
-        let fx = effects(&campaign);
-        self.commit_with(tx, fx).await?;
+        tx.commit(effects(&campaign)).await?;
         Ok(campaign)
     }
 
@@ -746,7 +725,7 @@ impl LegacyStore for Backend {
         lease: Duration,
         limit: i64,
     ) -> StoreResult<Vec<ClaimedRecipient>> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let ids: Vec<i64> = sqlx::query_scalar(&format!(
             "SELECT id FROM campaign_recipients
              WHERE status = 'pending' AND (lease_until IS NULL OR lease_until <= $1)
@@ -786,7 +765,7 @@ impl LegacyStore for Backend {
                 token,
             });
         }
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(claimed)
     }
 
@@ -798,7 +777,7 @@ impl LegacyStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, CampaignRecord>,
     ) -> StoreResult<RecipientFinished> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let campaign_id: i64 =
             sqlx::query_scalar("SELECT campaign_id FROM campaign_recipients WHERE id = $1")
                 .bind(recipient_id)
@@ -871,9 +850,9 @@ impl LegacyStore for Backend {
         }
         let fx = match &campaign_finished {
             Some(c) => effects(c),
-            None => switchboard_domain::event::Effects::none(),
+            None => Effects::none(),
         };
-        self.commit_with(tx, fx).await?;
+        tx.commit(fx).await?;
         Ok(RecipientFinished {
             recipient,
             campaign_finished,
@@ -881,7 +860,7 @@ impl LegacyStore for Backend {
     }
 
     async fn create_flow(&self, new: NewFlow) -> StoreResult<FlowRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let row: FlowRow = sqlx::query_as(
             "INSERT INTO flows (uuid, org_id, name, channel_id, action, active, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
@@ -896,7 +875,7 @@ impl LegacyStore for Backend {
         .bind(new.now)
         .fetch_one(&mut *tx)
         .await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(row.into())
     }
 

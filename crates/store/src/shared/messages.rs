@@ -13,6 +13,7 @@ use crate::{
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{ChannelIdentity, ChannelType};
 use switchboard_domain::contact::{Contact, Conversation, ConversationStatus};
+use switchboard_domain::event::Effects;
 use switchboard_domain::message::{Direction, MessageStatus, MessageType};
 use switchboard_domain::phone::Phone;
 
@@ -432,7 +433,7 @@ impl Backend {
         completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
         effects: EffectsFn<'_, RecordedOutbound>,
     ) -> StoreResult<RecordedOutbound> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let (contact, contact_created) = match &new.recipient {
             RecipientRef::Contact(id) => {
                 let c = fetch_contact(&mut tx, *id).await?;
@@ -533,11 +534,7 @@ impl Backend {
             let response = (completion.respond)(&recorded);
             super::idempotency::complete_tx(&mut tx, completion.token, &response).await?;
         }
-        let written = super::write_effects_tx(&mut tx, &effects(&recorded)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&recorded)).await?;
         Ok(recorded)
     }
 }
@@ -549,14 +546,10 @@ impl MessageStore for Backend {
         new: NewContact,
         effects: EffectsFn<'_, Contact>,
     ) -> StoreResult<Contact> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let id = insert_contact(&mut tx, &new).await?;
         let contact = fetch_contact(&mut tx, id).await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&contact)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&contact)).await?;
         Ok(contact)
     }
 
@@ -639,9 +632,8 @@ impl MessageStore for Backend {
             };
             key(&a.sender).cmp(&key(&b.sender))
         });
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let mut outcome = BatchOutcome::default();
-        let mut written = false;
         for m in &batch.messages {
             if message_by_provider_id(&mut tx, batch.channel_id, &m.provider_message_id)
                 .await?
@@ -725,8 +717,8 @@ impl MessageStore for Backend {
                 conversation: Some(fetch_conversation(&mut tx, conversation.id).await?),
                 conversation_created,
             };
-            written |=
-                super::write_effects_tx(&mut tx, &effects(BatchChange::Inbound(&recorded))).await?;
+            tx.write_effects(&effects(BatchChange::Inbound(&recorded)))
+                .await?;
             outcome
                 .messages
                 .push(InboundOutcome::Stored(Box::new(recorded)));
@@ -772,23 +764,17 @@ impl MessageStore for Backend {
             }
             let previous = message.status;
             let updated = fetch_message(&mut tx, message.id).await?;
-            written |= super::write_effects_tx(
-                &mut tx,
-                &effects(BatchChange::Status {
-                    message: &updated,
-                    previous,
-                }),
-            )
+            tx.write_effects(&effects(BatchChange::Status {
+                message: &updated,
+                previous,
+            }))
             .await?;
             outcome.statuses.push(StatusOutcome::Applied {
                 message: updated,
                 previous,
             });
         }
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(Effects::none()).await?;
         Ok(outcome)
     }
 

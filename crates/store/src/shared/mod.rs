@@ -17,11 +17,11 @@ mod system;
 mod templates;
 mod users;
 mod webhooks;
+mod write;
 
 #[allow(unused_imports)]
 pub(super) use super::{Backend, Db, dialect};
 
-pub(crate) use events::write_effects_tx;
 pub(crate) use system::bump_config_generation;
 
 /// The most values bound in one `IN (...)` list (SQLite allows 32 766 parameters per

@@ -188,7 +188,7 @@ impl TemplateStore for Backend {
         new: NewTemplate,
         effects: EffectsFn<'_, TemplateRecord>,
     ) -> StoreResult<TemplateRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO templates (uuid, org_id, channel_id, name, language, category, status, active,
                                     components, body_parameters, provider_template_id, created_at, updated_at)
@@ -209,11 +209,7 @@ impl TemplateStore for Backend {
         .fetch_one(&mut *tx)
         .await?;
         let template = fetch_template(&mut tx, id).await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&template)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&template)).await?;
         Ok(template)
     }
 
@@ -224,7 +220,7 @@ impl TemplateStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, TemplateChange>,
     ) -> StoreResult<TemplateChange> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let id = lock_template_by_uuid(&mut tx, uuid)
             .await?
             .ok_or(StoreError::NotFound)?;
@@ -250,11 +246,7 @@ impl TemplateStore for Backend {
         write_template(&mut tx, &after).await?;
         let after = fetch_template(&mut tx, id).await?;
         let change = TemplateChange { before, after };
-        let written = super::write_effects_tx(&mut tx, &effects(&change)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&change)).await?;
         Ok(change)
     }
 
@@ -303,7 +295,7 @@ impl TemplateStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, TemplateChange>,
     ) -> StoreResult<Option<TemplateChange>> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let mut id: Option<i64> = None;
         if let Some(pid) = &update.provider_template_id {
             id = sqlx::query_scalar(
@@ -346,11 +338,7 @@ impl TemplateStore for Backend {
             before,
             after: fetch_template(&mut tx, id).await?,
         };
-        let written = super::write_effects_tx(&mut tx, &effects(&change)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&change)).await?;
         Ok(Some(change))
     }
 

@@ -33,7 +33,7 @@ struct Target {
 }
 
 /// The state of one `write_effects_tx` call: each organization's active endpoints are loaded
-/// once, and whether any delivery was written (to notify other instances).
+/// once, and how many deliveries were written (to wake the dispatchers).
 #[derive(Default)]
 pub(crate) struct FanOut {
     targets: HashMap<i64, Vec<Target>>,
@@ -64,14 +64,9 @@ impl FanOut {
         Ok(&self.targets[&org_id])
     }
 
-    /// Wakes the dispatchers of every instance (PostgreSQL `NOTIFY`, delivered on commit).
-    pub(crate) async fn finish(self, conn: &mut Conn) -> StoreResult<()> {
-        if self.deliveries > 0 && !dialect::NOTIFY_DELIVERIES.is_empty() {
-            sqlx::query(dialect::NOTIFY_DELIVERIES)
-                .execute(&mut *conn)
-                .await?;
-        }
-        Ok(())
+    /// How many deliveries were written.
+    pub(crate) fn deliveries(&self) -> usize {
+        self.deliveries
     }
 }
 
@@ -376,15 +371,6 @@ async fn resume_deliveries(conn: &mut Conn, endpoint_id: i64, now: Timestamp) ->
     .execute(&mut *conn)
     .await?;
     Ok(done.rows_affected())
-}
-
-async fn notify_deliveries(conn: &mut Conn) -> StoreResult<()> {
-    if !dialect::NOTIFY_DELIVERIES.is_empty() {
-        sqlx::query(dialect::NOTIFY_DELIVERIES)
-            .execute(&mut *conn)
-            .await?;
-    }
-    Ok(())
 }
 
 /// Pushes `IN ($a, $b, ...)` for a non-empty list.
@@ -727,7 +713,7 @@ impl WebhookStore for Backend {
         new: NewEndpoint,
         effects: EffectsFn<'_, EndpointRecord>,
     ) -> StoreResult<EndpointRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         sqlx::query(
             "INSERT INTO webhook_endpoints (uuid, org_id, name, url, events, headers, signing_secret, status,
                                             disabled_reason, disabled_at, consecutive_failures, created_at, updated_at,
@@ -750,11 +736,7 @@ impl WebhookStore for Backend {
         .execute(&mut *tx)
         .await?;
         let record = fetch_endpoint(&mut tx, new.org_id, new.uuid).await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&record)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&record)).await?;
         Ok(record)
     }
 
@@ -803,7 +785,7 @@ impl WebhookStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, (EndpointRecord, EndpointRecord)>,
     ) -> StoreResult<EndpointRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         // Lock the endpoint first (the dispatcher takes endpoint, then delivery locks too).
         let lock = format!(
             "SELECT id FROM webhook_endpoints WHERE org_id = $1 AND uuid = $2 AND deleted_at IS NULL{}",
@@ -815,7 +797,6 @@ impl WebhookStore for Backend {
             .fetch_one(&mut *tx)
             .await?;
         let old = fetch_endpoint(&mut tx, org_id, uuid).await?;
-        let mut resumed = 0;
         let EndpointPatch {
             name,
             url,
@@ -877,19 +858,11 @@ impl WebhookStore for Backend {
         if status == EndpointStatus::Disabled && old.status == EndpointStatus::Active {
             hold_deliveries(&mut tx, old.id, now).await?;
         }
-        if status == EndpointStatus::Active {
-            resumed = resume_deliveries(&mut tx, old.id, now).await?;
-            if resumed > 0 {
-                notify_deliveries(&mut tx).await?;
-            }
+        if status == EndpointStatus::Active && resume_deliveries(&mut tx, old.id, now).await? > 0 {
+            tx.deliveries_scheduled();
         }
         let new = fetch_endpoint(&mut tx, org_id, uuid).await?;
-        let effects = effects(&(old, new.clone()));
-        let written = super::write_effects_tx(&mut tx, &effects).await?;
-        tx.commit().await?;
-        if written || resumed > 0 {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&(old, new.clone()))).await?;
         Ok(new)
     }
 
@@ -900,7 +873,7 @@ impl WebhookStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, EndpointRecord>,
     ) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let lock = format!(
             "SELECT id FROM webhook_endpoints WHERE org_id = $1 AND uuid = $2 AND deleted_at IS NULL{}",
             dialect::FOR_NO_KEY_UPDATE
@@ -932,11 +905,7 @@ impl WebhookStore for Backend {
         .bind(old.id)
         .execute(&mut *tx)
         .await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&old)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&old)).await?;
         Ok(())
     }
 
@@ -947,7 +916,7 @@ impl WebhookStore for Backend {
         event: NewEvent,
         delivery_uuid: Uuid,
     ) -> StoreResult<Uuid> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let endpoint = fetch_endpoint(&mut tx, org_id, endpoint_uuid).await?;
         let event_id = insert_event_row(&mut tx, &event).await?;
         insert_delivery(
@@ -960,9 +929,8 @@ impl WebhookStore for Backend {
             event.occurred_at,
         )
         .await?;
-        notify_deliveries(&mut tx).await?;
-        tx.commit().await?;
-        self.notify_outbox().await;
+        tx.deliveries_scheduled();
+        tx.commit(Effects::none()).await?;
         Ok(delivery_uuid)
     }
 
@@ -1069,7 +1037,7 @@ impl WebhookStore for Backend {
         uuid: Uuid,
         now: Timestamp,
     ) -> StoreResult<Result<DeliveryRecord, RetryRefusal>> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let d = fetch_delivery(&mut tx, org_id, uuid).await?;
         let deleted: Option<Option<Timestamp>> = sqlx::query_scalar(
             "SELECT ep.deleted_at FROM webhook_endpoints ep JOIN webhook_deliveries d ON d.endpoint_id = ep.id
@@ -1083,7 +1051,7 @@ impl WebhookStore for Backend {
         }
         if d.in_flight {
             // An attempt is under way (or its lease is about to be taken over): nothing to do.
-            tx.commit().await?;
+            tx.commit(Effects::none()).await?;
             return Ok(Ok(d));
         }
         sqlx::query(
@@ -1098,10 +1066,9 @@ impl WebhookStore for Backend {
         .bind(d.id)
         .execute(&mut *tx)
         .await?;
-        notify_deliveries(&mut tx).await?;
+        tx.deliveries_scheduled();
         let d = fetch_delivery(&mut tx, org_id, uuid).await?;
-        tx.commit().await?;
-        self.notify_outbox().await;
+        tx.commit(Effects::none()).await?;
         Ok(Ok(d))
     }
 
@@ -1116,7 +1083,7 @@ impl WebhookStore for Backend {
             .map(|(id, _)| *id)
             .collect();
         let scan = (req.limit * 4).clamp(16, 1000) as i64;
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let mut qb = QueryBuilder::<Db>::new(
             "SELECT id, endpoint_id, attempts, lease_token, last_attempt_at FROM webhook_deliveries
              WHERE due_at IS NOT NULL AND due_at <= ",
@@ -1150,7 +1117,7 @@ impl WebhookStore for Backend {
             chosen.push(c);
         }
         if chosen.is_empty() {
-            tx.commit().await?;
+            tx.commit(Effects::none()).await?;
             return Ok(Vec::new());
         }
         // A claim whose lease expired: its attempt was interrupted (the instance stopped).
@@ -1203,7 +1170,7 @@ impl WebhookStore for Backend {
         push_in_list(&mut qb, &ids);
         qb.push(" ORDER BY d.id");
         let rows: Vec<ClaimRow> = qb.build_query_as().fetch_all(&mut *tx).await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
 
         rows.into_iter()
             .map(|r| {
@@ -1256,7 +1223,7 @@ impl WebhookStore for Backend {
         if outcomes.is_empty() {
             return Ok(results);
         }
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         // The deliveries still held by these claims.
         let ids: Vec<i64> = outcomes.iter().map(|o| o.delivery_id).collect();
         let mut qb = QueryBuilder::<Db>::new(
@@ -1283,7 +1250,6 @@ impl WebhookStore for Backend {
         // delivery and its attempt log: they are recorded together, in a few statements.
         let (fast, order) = split_plain_successes(&mut tx, &outcomes, &leased, order).await?;
         let mut endpoints: HashMap<i64, Option<HealthRow>> = HashMap::new();
-        let mut written = false;
         for i in order {
             let o = &outcomes[i];
             let d = &leased[&o.delivery_id];
@@ -1307,7 +1273,7 @@ impl WebhookStore for Backend {
                 None => None,
             };
             let (recorded, effects) = record_one(&mut tx, o, d, endpoint).await?;
-            written |= super::write_effects_tx(&mut tx, &effects).await?;
+            tx.write_effects(&effects).await?;
             results[i] = recorded;
         }
         for i in record_successes(&mut tx, &outcomes, &fast).await? {
@@ -1316,10 +1282,7 @@ impl WebhookStore for Backend {
                 endpoint_disabled: false,
             };
         }
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(Effects::none()).await?;
         Ok(results)
     }
 
@@ -1341,7 +1304,7 @@ impl WebhookStore for Backend {
     }
 
     async fn purge_deliveries(&self, cutoff: Timestamp, batch: i64) -> StoreResult<(u64, u64)> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let deliveries = sqlx::query(
             "DELETE FROM webhook_deliveries WHERE id IN (
                  SELECT id FROM webhook_deliveries WHERE created_at < $1 AND lease_token IS NULL ORDER BY created_at LIMIT $2)",
@@ -1351,8 +1314,8 @@ impl WebhookStore for Backend {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        tx.commit().await?;
-        let mut tx = self.begin().await?;
+        tx.commit(Effects::none()).await?;
+        let mut tx = self.write().await?;
         let events = sqlx::query(
             "DELETE FROM events WHERE id IN (
                  SELECT e.id FROM events e WHERE e.occurred_at < $1
@@ -1364,7 +1327,7 @@ impl WebhookStore for Backend {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok((deliveries, events))
     }
 }
