@@ -31,7 +31,6 @@ use uuid::Uuid;
 
 use crate::config::{Config, DatabaseUrl};
 use crate::crypto::{AAD_SIGNING_SECRET, SecretBox};
-use switchboard_domain::Timestamp;
 use switchboard_domain::clock::SharedClock;
 use switchboard_store::SharedStore;
 use switchboard_store::webhooks::{
@@ -39,6 +38,7 @@ use switchboard_store::webhooks::{
 };
 
 use super::url_safety::{self, DnsFailure, Policy, SafeResolver, UnsafeTarget};
+use switchboard_domain::webhooks::delivery;
 use switchboard_domain::webhooks::retry::{self, StatusClass};
 use switchboard_domain::webhooks::signing;
 
@@ -338,7 +338,14 @@ impl Dispatcher {
                 Disposition::Interrupted(now),
             ),
             Some(r) => {
-                let disposition = self.disposition(&d, &r, now);
+                let disposition = delivery::disposition(
+                    delivery::classify(r.status, r.error_code),
+                    d.attempt,
+                    &self.retry_delays,
+                    r.retry_after,
+                    rand::random::<f64>(),
+                    now,
+                );
                 metrics::counter!("webhook_attempts_total", "outcome" => outcome_label(&disposition))
                     .increment(1);
                 metrics::histogram!("webhook_attempt_duration_seconds")
@@ -405,36 +412,12 @@ impl Dispatcher {
         }
     }
 
-    fn disposition(&self, d: &ClaimedDelivery, r: &AttemptResult, now: Timestamp) -> Disposition {
-        let class = match (r.status, r.error_code) {
-            (Some(s), _) => retry::classify_status(s),
-            (None, Some("endpoint_deleted")) => StatusClass::Permanent,
-            (None, _) => StatusClass::Retryable,
-        };
-        match class {
-            StatusClass::Success => Disposition::Delivered,
-            StatusClass::Permanent => Disposition::Failed,
-            StatusClass::Retryable => {
-                let attempts = u32::try_from(d.attempt).unwrap_or(u32::MAX);
-                match retry::next_delay(
-                    attempts,
-                    &self.retry_delays,
-                    r.retry_after,
-                    rand::random::<f64>(),
-                ) {
-                    Some(delay) => Disposition::RetryAt(now.saturating_add(delay)),
-                    None => Disposition::Exhausted,
-                }
-            }
-        }
-    }
-
     /// Makes the HTTP request of one attempt.
     async fn attempt(&self, d: &ClaimedDelivery) -> AttemptResult {
         let Some(endpoint) = d.endpoint.as_ref().filter(|e| !e.deleted) else {
             return AttemptResult::error(
-                "endpoint_deleted",
-                "The endpoint was deleted before this delivery succeeded.".into(),
+                delivery::ENDPOINT_DELETED,
+                delivery::ENDPOINT_DELETED_MESSAGE.into(),
             );
         };
         let url = match url_safety::check_url(&endpoint.url, self.policy) {

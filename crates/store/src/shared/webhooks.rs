@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -14,10 +14,10 @@ use crate::webhooks::*;
 use crate::{EffectsFn, StoreError, StoreResult};
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::ChannelIdentity;
-use switchboard_domain::event::{Actor, Effects, NewEvent};
+use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_domain::webhooks::catalogue::{INTEGRATION_TEST, subscribed};
+use switchboard_domain::webhooks::delivery::{self, EndpointHealth};
 use switchboard_domain::webhooks::endpoint::EndpointStatus;
-use switchboard_domain::webhooks::events as wh_events;
 
 type Conn = <Db as sqlx::Database>::Connection;
 
@@ -419,7 +419,6 @@ struct LeasedRow {
 
 #[derive(sqlx::FromRow)]
 struct HealthRow {
-    id: i64,
     uuid: Uuid,
     name: String,
     url: String,
@@ -427,6 +426,35 @@ struct HealthRow {
     deleted_at: Option<Timestamp>,
     consecutive_failures: i64,
     legacy: bool,
+}
+
+impl TryFrom<HealthRow> for EndpointHealth {
+    type Error = StoreError;
+    fn try_from(r: HealthRow) -> StoreResult<Self> {
+        Ok(EndpointHealth {
+            uuid: r.uuid,
+            name: r.name,
+            url: r.url,
+            status: endpoint_status(&r.status)?,
+            deleted: r.deleted_at.is_some(),
+            consecutive_failures: r.consecutive_failures,
+            legacy: r.legacy,
+        })
+    }
+}
+
+/// The health of an endpoint, locked for the rest of the transaction.
+async fn lock_health(conn: &mut Conn, id: i64) -> StoreResult<Option<EndpointHealth>> {
+    let sql = format!(
+        "SELECT uuid, name, url, status, deleted_at, consecutive_failures, legacy
+         FROM webhook_endpoints WHERE id = $1{}",
+        dialect::FOR_NO_KEY_UPDATE
+    );
+    let row: Option<HealthRow> = sqlx::query_as(&sql)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.map(TryInto::try_into).transpose()
 }
 
 /// Splits the outcomes still leased (`order`) into plain successes (a 2xx whose endpoint's
@@ -536,71 +564,46 @@ async fn record_successes(
 }
 
 /// Records one outcome inside a batch (its delivery is still leased by the outcome's claim and
-/// its endpoint row is locked). `endpoint` is updated as the outcome changes it, for the next
+/// its endpoint row is locked): applies the transition the domain decides
+/// (`delivery::after_attempt`). `endpoint` is updated as the outcome changes it, for the next
 /// outcomes of the batch. Returns what was recorded and the effects to write.
 async fn record_one(
     conn: &mut Conn,
     o: &AttemptOutcome,
     d: &LeasedRow,
-    endpoint: Option<&mut HealthRow>,
+    endpoint: Option<(i64, &mut EndpointHealth)>,
 ) -> StoreResult<(AttemptRecorded, Effects)> {
-    let deleted = endpoint.as_ref().is_some_and(|e| e.deleted_at.is_some());
-    let active = endpoint
-        .as_ref()
-        .is_some_and(|e| e.deleted_at.is_none() && e.status == "active");
     let a = &o.attempt;
-    let (mut status, mut due, mut error_code, mut error_message) = match &o.disposition {
-        Disposition::Delivered => (DeliveryStatus::Delivered, None, None, None),
-        Disposition::RetryAt(t) => (
-            DeliveryStatus::Retrying,
-            Some(*t),
-            a.error_code.clone(),
-            a.error_message.clone(),
-        ),
-        Disposition::Failed => (
-            DeliveryStatus::Failed,
-            None,
-            a.error_code.clone(),
-            a.error_message.clone(),
-        ),
-        Disposition::Exhausted => (
-            DeliveryStatus::RetriesExhausted,
-            None,
-            a.error_code.clone(),
-            a.error_message.clone(),
-        ),
-        Disposition::Interrupted(t) => (
-            if d.attempts > 1 {
-                DeliveryStatus::Retrying
-            } else {
-                DeliveryStatus::Pending
-            },
-            Some(*t),
-            a.error_code.clone(),
-            a.error_message.clone(),
-        ),
-    };
-    if deleted && status != DeliveryStatus::Delivered {
-        status = DeliveryStatus::Failed;
-        due = None;
-        error_code = Some("endpoint_deleted".into());
-        error_message = Some("The endpoint was deleted before this delivery succeeded.".into());
-    } else if !active && due.is_some() {
-        // A disabled endpoint's deliveries wait until it is re-enabled.
-        due = None;
-    }
+    let t = delivery::after_attempt(
+        &delivery::Delivery {
+            org_id: d.org_id,
+            uuid: d.uuid,
+            event_uuid: d.event_uuid,
+            event_name: &d.event_name,
+            attempts: d.attempts,
+        },
+        endpoint.as_ref().map(|(_, health)| &**health),
+        &delivery::Attempt {
+            disposition: o.disposition,
+            response_status: a.response_status,
+            error_code: a.error_code.as_deref(),
+            error_message: a.error_message.as_deref(),
+        },
+        o.disable_after,
+        o.now,
+    );
     let done = sqlx::query(
         "UPDATE webhook_deliveries SET status = $1, due_at = $2, next_attempt_at = $3, lease_token = NULL,
                 response_status = $4, error_code = $5, error_message = $6, delivered_at = $7, updated_at = $8
          WHERE id = $9 AND lease_token = $10",
     )
-    .bind(status.as_str())
-    .bind(due)
-    .bind(due)
+    .bind(t.status.as_str())
+    .bind(t.next_attempt_at)
+    .bind(t.next_attempt_at)
     .bind(a.response_status)
-    .bind(&error_code)
-    .bind(&error_message)
-    .bind((status == DeliveryStatus::Delivered).then_some(o.now))
+    .bind(&t.error_code)
+    .bind(&t.error_message)
+    .bind(t.delivered_at)
     .bind(o.now)
     .bind(o.delivery_id)
     .bind(o.token)
@@ -610,99 +613,36 @@ async fn record_one(
         return Ok((AttemptRecorded::LeaseLost, Effects::none()));
     }
     insert_attempt(conn, o.delivery_id, a).await?;
-
-    let mut effects = Effects::none();
-    let mut endpoint_disabled = false;
-    if let Some(ep) = endpoint {
-        match status {
-            DeliveryStatus::Delivered if active && ep.consecutive_failures != 0 => {
-                sqlx::query("UPDATE webhook_endpoints SET consecutive_failures = 0 WHERE id = $1")
-                    .bind(ep.id)
-                    .execute(&mut *conn)
-                    .await?;
-                ep.consecutive_failures = 0;
-            }
-            DeliveryStatus::Failed | DeliveryStatus::RetriesExhausted if !deleted => {
-                if !d.event_name.starts_with("webhook.") {
-                    effects = effects.event(wh_events::delivery_failed(
-                        d.org_id,
-                        &wh_events::FailedDelivery {
-                            delivery_uuid: d.uuid,
-                            event_uuid: d.event_uuid,
-                            event_name: &d.event_name,
-                            endpoint_uuid: Some(ep.uuid),
-                            endpoint_url: Some(&ep.url),
-                            status: status.as_str(),
-                            attempts: d.attempts,
-                            response_status: a.response_status,
-                            error_code: error_code.as_deref(),
-                            error_message: error_message.as_deref(),
-                        },
-                        o.now,
-                    ));
-                }
-                if active {
-                    let failures: i64 = sqlx::query_scalar(
-                        "UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1
-                         WHERE id = $1 RETURNING consecutive_failures",
-                    )
-                    .bind(ep.id)
-                    .fetch_one(&mut *conn)
-                    .await?;
-                    ep.consecutive_failures = failures;
-                    if failures >= i64::from(o.disable_after) {
-                        let reason = wh_events::auto_disable_reason(failures, ep.legacy);
-                        sqlx::query(
-                            "UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1, disabled_at = $2,
-                                    updated_at = $3
-                             WHERE id = $4 AND status = 'active'",
-                        )
-                        .bind(&reason)
-                        .bind(o.now)
-                        .bind(o.now)
-                        .bind(ep.id)
-                        .execute(&mut *conn)
-                        .await?;
-                        ep.status = "disabled".into();
-                        hold_deliveries(conn, ep.id, o.now).await?;
-                        endpoint_disabled = true;
-                        effects = effects
-                            .log(wh_events::endpoint_log(
-                                d.org_id,
-                                "disabled",
-                                ep.uuid,
-                                Actor::System,
-                                json!({
-                                    "automatic": true,
-                                    "disabled_reason": reason,
-                                    "consecutive_failures": failures,
-                                    "last_delivery_id": d.uuid,
-                                }),
-                                o.now,
-                            ))
-                            .event(wh_events::endpoint_disabled(
-                                &wh_events::DisabledEndpoint {
-                                    org_id: d.org_id,
-                                    uuid: ep.uuid,
-                                    name: &ep.name,
-                                    url: &ep.url,
-                                    reason: &reason,
-                                    consecutive_failures: failures,
-                                },
-                                o.now,
-                            ));
-                    }
-                }
-            }
-            _ => {}
+    if let Some((id, health)) = endpoint {
+        if let Some(failures) = t.consecutive_failures {
+            sqlx::query("UPDATE webhook_endpoints SET consecutive_failures = $1 WHERE id = $2")
+                .bind(failures)
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
         }
+        if let Some(reason) = &t.disabled_reason {
+            sqlx::query(
+                "UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1, disabled_at = $2,
+                        updated_at = $3
+                 WHERE id = $4 AND status = 'active'",
+            )
+            .bind(reason)
+            .bind(o.now)
+            .bind(o.now)
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+            hold_deliveries(conn, id, o.now).await?;
+        }
+        health.apply(&t);
     }
     Ok((
         AttemptRecorded::Done {
-            status,
-            endpoint_disabled,
+            status: t.status,
+            endpoint_disabled: t.disabled_reason.is_some(),
         },
-        effects,
+        t.effects,
     ))
 }
 
@@ -897,10 +837,11 @@ impl WebhookStore for Backend {
         .await?;
         sqlx::query(
             "UPDATE webhook_deliveries SET status = 'failed', due_at = NULL, next_attempt_at = NULL,
-                    error_code = 'endpoint_deleted', error_message = 'The endpoint was deleted before this delivery succeeded.',
-                    updated_at = $1
-             WHERE endpoint_id = $2 AND status IN ('pending', 'retrying') AND lease_token IS NULL",
+                    error_code = $1, error_message = $2, updated_at = $3
+             WHERE endpoint_id = $4 AND status IN ('pending', 'retrying') AND lease_token IS NULL",
         )
+        .bind(delivery::ENDPOINT_DELETED)
+        .bind(delivery::ENDPOINT_DELETED_MESSAGE)
         .bind(now)
         .bind(old.id)
         .execute(&mut *tx)
@@ -1249,26 +1190,19 @@ impl WebhookStore for Backend {
         // Successes whose endpoint has no failure count to reset change nothing but their
         // delivery and its attempt log: they are recorded together, in a few statements.
         let (fast, order) = split_plain_successes(&mut tx, &outcomes, &leased, order).await?;
-        let mut endpoints: HashMap<i64, Option<HealthRow>> = HashMap::new();
+        let mut endpoints: HashMap<i64, Option<EndpointHealth>> = HashMap::new();
         for i in order {
             let o = &outcomes[i];
             let d = &leased[&o.delivery_id];
             let endpoint = match d.endpoint_id {
                 Some(id) => {
                     if let std::collections::hash_map::Entry::Vacant(slot) = endpoints.entry(id) {
-                        let sql = format!(
-                            "SELECT id, uuid, name, url, status, deleted_at, consecutive_failures, legacy
-                             FROM webhook_endpoints WHERE id = $1{}",
-                            dialect::FOR_NO_KEY_UPDATE
-                        );
-                        slot.insert(
-                            sqlx::query_as(&sql)
-                                .bind(id)
-                                .fetch_optional(&mut *tx)
-                                .await?,
-                        );
+                        slot.insert(lock_health(&mut tx, id).await?);
                     }
-                    endpoints.get_mut(&id).and_then(Option::as_mut)
+                    endpoints
+                        .get_mut(&id)
+                        .and_then(Option::as_mut)
+                        .map(|h| (id, h))
                 }
                 None => None,
             };
