@@ -24,10 +24,16 @@ use switchboard_domain::event::Effects;
 use switchboard_domain::organization::Organization;
 use switchboard_domain::scope::ScopeSet;
 
+pub mod campaigns;
+pub mod canned_replies;
+pub mod contacts;
 mod database_url;
+pub mod flows;
+pub mod groups;
 pub mod legacy;
 pub mod messaging;
 pub mod org_data;
+pub mod page;
 mod postgres;
 mod sqlite;
 pub mod templates;
@@ -39,8 +45,12 @@ pub use org_data::{
     Member, MemberChange, MemberQuery, NewMember, OrgEventQuery, OrgEventRecord, UserRecord,
 };
 
+pub use campaigns::CampaignStore;
+pub use canned_replies::CannedReplyStore;
+pub use contacts::{ContactStore, NewContact};
 pub use database_url::DatabaseUrl;
-pub use legacy::LegacyStore;
+pub use flows::FlowStore;
+pub use groups::GroupStore;
 pub use messaging::*;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
@@ -48,7 +58,7 @@ pub use templates::{
     ConsentContext, ConsentRecord, NewConsent, NewTemplate, ProviderTemplateStatus, TemplateChange,
     TemplatePatch, TemplateRecord,
 };
-pub use webhooks::WebhookStore;
+pub use webhooks::{DeliveryStore, EndpointStore, LedgerStore};
 
 /// A storage failure, the same on both backends.
 #[derive(Debug, thiserror::Error)]
@@ -386,28 +396,9 @@ pub trait OrgLogStore: Send + Sync {
     async fn get_org_event(&self, org_id: i64, uuid: Uuid) -> StoreResult<OrgEventRecord>;
 }
 
-/// Contacts, conversations and messages.
+/// Conversations (opened and continued by the messages recorded through [`MessageStore`]).
 #[async_trait]
-pub trait MessageStore: Send + Sync {
-    /// Creates a contact; a phone or Telegram chat the organization already has is
-    /// `UniqueViolation`.
-    async fn create_contact(
-        &self,
-        new: NewContact,
-        effects: EffectsFn<'_, switchboard_domain::contact::Contact>,
-    ) -> StoreResult<switchboard_domain::contact::Contact>;
-    /// A contact of the organization by UUID.
-    async fn find_contact(
-        &self,
-        org_id: i64,
-        uuid: Uuid,
-    ) -> StoreResult<Option<switchboard_domain::contact::Contact>>;
-    /// The organization's contact with this phone.
-    async fn find_contact_by_phone(
-        &self,
-        org_id: i64,
-        phone: &switchboard_domain::phone::Phone,
-    ) -> StoreResult<Option<switchboard_domain::contact::Contact>>;
+pub trait ConversationStore: Send + Sync {
     /// The open conversation of a contact on a channel.
     async fn find_open_conversation(
         &self,
@@ -420,6 +411,11 @@ pub trait MessageStore: Send + Sync {
         org_id: i64,
         uuid: Uuid,
     ) -> StoreResult<Option<switchboard_domain::contact::Conversation>>;
+}
+
+/// Messages, outbound and inbound, with the contacts and conversations they create.
+#[async_trait]
+pub trait MessageStore: Send + Sync {
     /// Records an outbound message with its contact (found or created) and conversation (per
     /// the policy), its effects and, when given, the completion of its idempotency claim, in
     /// one transaction. A claim no longer owned is `Conflict` and nothing is written.
@@ -495,6 +491,14 @@ pub trait TemplateStore: Send + Sync {
     ) -> StoreResult<TemplateChange>;
     /// A template by UUID, in any organization (for the admin tools).
     async fn get_template(&self, uuid: Uuid) -> StoreResult<TemplateRecord>;
+    /// A page of the organization's catalogue, newest first, optionally filtered.
+    async fn list_templates_page(
+        &self,
+        org_id: i64,
+        channel_id: Option<i64>,
+        status: Option<switchboard_domain::template::TemplateStatus>,
+        page: page::PageQuery,
+    ) -> StoreResult<Vec<TemplateRecord>>;
     /// A template of the organization by UUID.
     async fn find_template(&self, org_id: i64, uuid: Uuid) -> StoreResult<Option<TemplateRecord>>;
     /// A channel's templates, oldest first.
@@ -536,11 +540,18 @@ pub trait Store:
     + EventStore
     + UserStore
     + OrgLogStore
+    + ContactStore
+    + ConversationStore
     + MessageStore
     + IdempotencyStore
-    + WebhookStore
+    + EndpointStore
+    + DeliveryStore
+    + LedgerStore
     + TemplateStore
-    + LegacyStore
+    + GroupStore
+    + CannedReplyStore
+    + CampaignStore
+    + FlowStore
 {
 }
 
@@ -552,11 +563,18 @@ impl<T> Store for T where
         + EventStore
         + UserStore
         + OrgLogStore
+        + ContactStore
+        + ConversationStore
         + MessageStore
         + IdempotencyStore
-        + WebhookStore
+        + EndpointStore
+        + DeliveryStore
+        + LedgerStore
         + TemplateStore
-        + LegacyStore
+        + GroupStore
+        + CannedReplyStore
+        + CampaignStore
+        + FlowStore
 {
 }
 

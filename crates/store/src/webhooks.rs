@@ -206,8 +206,9 @@ pub enum RetryRefusal {
     EndpointDeleted,
 }
 
+/// Webhook endpoints (and legacy webhook records, `EndpointRecord::legacy`).
 #[async_trait]
-pub trait WebhookStore: Send + Sync {
+pub trait EndpointStore: Send + Sync {
     async fn create_endpoint(
         &self,
         new: NewEndpoint,
@@ -252,6 +253,33 @@ pub trait WebhookStore: Send + Sync {
         event: NewEvent,
         delivery_uuid: Uuid,
     ) -> StoreResult<Uuid>;
+}
+
+/// The dispatcher's side of deliveries: claims, the outcomes of attempts, the schedule.
+#[async_trait]
+pub trait DeliveryStore: Send + Sync {
+    /// Claims due deliveries (see [`ClaimRequest`]): several instances never claim the same
+    /// attempt; a claim whose lease expired is taken over (its attempt is logged as
+    /// interrupted).
+    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>>;
+    /// Records an attempt's outcome, if the claim still holds, with its effects on the
+    /// delivery, the endpoint's health and the events it causes.
+    async fn record_attempt(&self, outcome: AttemptOutcome) -> StoreResult<AttemptRecorded>;
+    /// Records several outcomes in one transaction (as `record_attempt` each); the results are
+    /// in the order of `outcomes`.
+    async fn record_attempts(
+        &self,
+        outcomes: Vec<AttemptOutcome>,
+    ) -> StoreResult<Vec<AttemptRecorded>>;
+    /// When the next delivery becomes due (`None`: nothing scheduled).
+    async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>>;
+    /// The backlog at `now`: how many deliveries are due (or overdue), and the oldest due time.
+    async fn delivery_backlog(&self, now: Timestamp) -> StoreResult<(i64, Option<Timestamp>)>;
+}
+
+/// The delivery ledger: deliveries with their attempts, manual retries, the purge.
+#[async_trait]
+pub trait LedgerStore: Send + Sync {
     async fn list_deliveries(
         &self,
         org_id: i64,
@@ -271,23 +299,6 @@ pub trait WebhookStore: Send + Sync {
         uuid: Uuid,
         now: Timestamp,
     ) -> StoreResult<Result<DeliveryRecord, RetryRefusal>>;
-    /// Claims due deliveries (see [`ClaimRequest`]): several instances never claim the same
-    /// attempt; a claim whose lease expired is taken over (its attempt is logged as
-    /// interrupted).
-    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>>;
-    /// Records an attempt's outcome, if the claim still holds, with its effects on the
-    /// delivery, the endpoint's health and the events it causes.
-    async fn record_attempt(&self, outcome: AttemptOutcome) -> StoreResult<AttemptRecorded>;
-    /// Records several outcomes in one transaction (as `record_attempt` each); the results are
-    /// in the order of `outcomes`.
-    async fn record_attempts(
-        &self,
-        outcomes: Vec<AttemptOutcome>,
-    ) -> StoreResult<Vec<AttemptRecorded>>;
-    /// When the next delivery becomes due (`None`: nothing scheduled).
-    async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>>;
-    /// The backlog at `now`: how many deliveries are due (or overdue), and the oldest due time.
-    async fn delivery_backlog(&self, now: Timestamp) -> StoreResult<(i64, Option<Timestamp>)>;
     /// Deletes up to `batch` deliveries created before `cutoff` (with their attempts), then up
     /// to `batch` outbox events older than `cutoff` that no delivery refers to. Returns how many
     /// rows of each were deleted.

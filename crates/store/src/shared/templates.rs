@@ -1,10 +1,11 @@
 use async_trait::async_trait;
 use serde_json::Value;
+use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::Backend;
-use super::messages::Conn;
+use super::{Backend, Conn, Db, push_page};
+use crate::page::PageQuery;
 use crate::{
     ConsentRecord, EffectsFn, IdempotencyCompletion, NewConsent, NewOutbound, NewTemplate,
     ProviderTemplateStatus, RecordedOutbound, StoreError, StoreResult, TemplateChange,
@@ -183,6 +184,26 @@ pub(super) async fn insert_consent(
 
 #[async_trait]
 impl TemplateStore for Backend {
+    async fn list_templates_page(
+        &self,
+        org_id: i64,
+        channel_id: Option<i64>,
+        status: Option<TemplateStatus>,
+        page: PageQuery,
+    ) -> StoreResult<Vec<TemplateRecord>> {
+        let mut qb = QueryBuilder::<Db>::new(SELECT_TEMPLATES);
+        qb.push(" WHERE org_id = ").push_bind(org_id);
+        if let Some(c) = channel_id {
+            qb.push(" AND channel_id = ").push_bind(c);
+        }
+        if let Some(s) = status {
+            qb.push(" AND status = ").push_bind(s.as_str());
+        }
+        push_page(&mut qb, "created_at", "id", page);
+        let rows: Vec<TemplateRow> = qb.build_query_as().fetch_all(self.reader()).await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
     async fn create_template(
         &self,
         new: NewTemplate,

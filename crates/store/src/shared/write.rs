@@ -13,10 +13,8 @@ use std::ops::{Deref, DerefMut};
 use sqlx::Transaction;
 use switchboard_domain::event::Effects;
 
-use super::{Backend, Db, dialect};
+use super::{Backend, Conn, Db, dialect};
 use crate::StoreResult;
-
-type Conn = <Db as sqlx::Database>::Connection;
 
 /// A write transaction of the store and what it has to wake on commit.
 pub(super) struct WriteTx<'s> {
