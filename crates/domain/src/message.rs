@@ -367,9 +367,11 @@ pub fn validate_text(input: &TextInput<'_>) -> Result<Content, ValidationErrors>
                 MAX_INTERACTIVE_BODY_CHARS,
                 false,
             );
-            let value = validate_interactive(input.interactive, input.message, &mut errors);
-            errors.into_result()?;
-            Ok(Content::Interactive(value.expect("validated")))
+            // `validate_interactive` reports why whenever it returns no value.
+            match validate_interactive(input.interactive, input.message, &mut errors) {
+                Some(value) if errors.is_empty() => Ok(Content::Interactive(value)),
+                _ => Err(errors),
+            }
         }
     }
 }
@@ -792,13 +794,16 @@ pub fn validate_media(input: &MediaInput<'_>) -> Result<Content, ValidationError
             );
         }
     }
-    errors.into_result()?;
-    Ok(Content::Media(Media {
-        media_type: media_type.expect("validated"),
-        media_url: input.media_url.expect("validated").trim().to_owned(),
-        caption: input.caption.map(str::to_owned),
-        file_name: input.file_name.map(str::to_owned),
-    }))
+    // A missing or unknown media type and a missing URL were reported above.
+    match (media_type, input.media_url) {
+        (Some(media_type), Some(media_url)) if errors.is_empty() => Ok(Content::Media(Media {
+            media_type,
+            media_url: media_url.trim().to_owned(),
+            caption: input.caption.map(str::to_owned),
+            file_name: input.file_name.map(str::to_owned),
+        })),
+        _ => Err(errors),
+    }
 }
 
 /// Checks a template language code such as `en`, `en_US`, `pt_BR` or `zh_Hant_HK`.
@@ -865,12 +870,15 @@ pub fn validate_template(value: Option<&Value>) -> Result<Content, ValidationErr
         }
     }
     let components = validate_template_components(&mut errors, obj.get("components"));
-    errors.into_result()?;
-    Ok(Content::Template(Template {
-        name: name.expect("validated").to_owned(),
-        language: language.expect("validated").to_owned(),
-        components,
-    }))
+    // A missing name or language was reported above.
+    match (name, language) {
+        (Some(name), Some(language)) if errors.is_empty() => Ok(Content::Template(Template {
+            name: name.to_owned(),
+            language: language.to_owned(),
+            components,
+        })),
+        _ => Err(errors),
+    }
 }
 
 /// Checks the `components` of a template send (an optional array of at most

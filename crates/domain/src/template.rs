@@ -900,17 +900,19 @@ pub fn parse_consent(
                 );
                 None
             }
-            Ok(t) if rules.max_age.is_some_and(|max| t < now.saturating_sub(max)) => {
-                errors.add(
-                    "consent.captured_at",
-                    format!(
-                        "is too old: consent captured more than {} ago must be renewed",
-                        super::time::format_duration(rules.max_age.expect("checked"))
-                    ),
-                );
-                None
-            }
-            Ok(t) => Some(t),
+            Ok(t) => match rules.max_age {
+                Some(max) if t < now.saturating_sub(max) => {
+                    errors.add(
+                        "consent.captured_at",
+                        format!(
+                            "is too old: consent captured more than {} ago must be renewed",
+                            super::time::format_duration(max)
+                        ),
+                    );
+                    None
+                }
+                _ => Some(t),
+            },
             Err(_) => {
                 errors.add(
                     "consent.captured_at",
@@ -927,13 +929,19 @@ pub fn parse_consent(
             None
         }
     };
-    errors.into_result()?;
-    Ok(Consent {
-        purpose: purpose.expect("validated"),
-        source: source.expect("validated"),
-        reference: reference.expect("validated"),
-        captured_at: captured_at.expect("validated"),
-    })
+    // Each member that is `None` reported why; `confirmed` reports without a value. So the
+    // consent exists exactly when nothing was reported.
+    match (purpose, source, reference, captured_at) {
+        (Some(purpose), Some(source), Some(reference), Some(captured_at)) if errors.is_empty() => {
+            Ok(Consent {
+                purpose,
+                source,
+                reference,
+                captured_at,
+            })
+        }
+        _ => Err(errors),
+    }
 }
 
 #[cfg(test)]
