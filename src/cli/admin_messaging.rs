@@ -5,8 +5,8 @@ use clap::Subcommand;
 
 use super::admin::Output;
 use crate::app::Runtime;
-use crate::ops::messages::{ContactOut, MessageOut};
 use crate::ops::{self, OpError};
+use crate::views::messages::{ContactOut, MessageOut};
 use switchboard_domain::Timestamp;
 use switchboard_domain::message::MessageStatus;
 use switchboard_store::MessageRecord;

@@ -6,8 +6,9 @@ use serde_json::{Value, json};
 
 use super::admin::Output;
 use crate::app::Runtime;
-use crate::ops::templates::{CreateTemplate, TemplateOut, UpdateTemplate};
+use crate::ops::templates::{CreateTemplate, UpdateTemplate};
 use crate::ops::{self, OpError};
+use crate::views::templates::TemplateOut;
 use switchboard_domain::event::Actor;
 use switchboard_store::TemplateRecord;
 

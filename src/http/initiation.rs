@@ -7,12 +7,11 @@
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::ops::messages::SendResponse;
 use crate::ops::templates::{
-    CatalogCompletion, CatalogExtra, CatalogMode, CatalogRequest, CatalogSendInput, ConsentOut,
-    TemplateOut, send_catalog,
+    CatalogCompletion, CatalogExtra, CatalogMode, CatalogRequest, CatalogSendInput, send_catalog,
 };
 use crate::providers::ProviderError;
+use crate::views::templates::{ConsentOut, TemplateOut};
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::contact::validate_contact_name;
 use switchboard_domain::template::parse_request_template;
@@ -21,8 +20,8 @@ use switchboard_store::{ClaimToken, RecordedOutbound, StoredResponse};
 use super::auth::Principal;
 use super::error::ApiError;
 use super::messages::{
-    Addressing, SendPlan, SendTemplateRequest, addressing, send_context, send_error, send_outcome,
-    stored_response,
+    Addressing, SendPlan, SendResponse, SendTemplateRequest, addressing, send_context, send_error,
+    send_outcome, stored_response,
 };
 use super::state::AppState;
 

@@ -8,15 +8,15 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::ops::messages::{
-    MessageOut, SendCompletion, SendContext, SendError, SendInput, SendResponse,
-};
+use crate::ops::messages::{SendCompletion, SendContext, SendError, SendInput};
 use crate::providers::ProviderError;
+use crate::views::messages::{ContactOut, ConversationOut, MessageOut};
+use switchboard_domain::channel::ChannelIdentity;
 use switchboard_domain::channel_selection::{SelectionError, match_slug};
 use switchboard_domain::message::{
     Content, Direction, MediaInput, MessageStatus, TextInput, contains_nul, validate_media,
@@ -211,6 +211,29 @@ fn merge(
         Err(e) => {
             errors.0.extend(e.0);
             None
+        }
+    }
+}
+
+/// The body of a successful send: `201 {"message", "channel", "contact", "conversation"}`.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct SendResponse {
+    pub message: MessageOut,
+    /// The channel actually used.
+    pub channel: ChannelIdentity,
+    pub contact: ContactOut,
+    /// The conversation the message belongs to (null when it belongs to none, e.g. a template
+    /// on a WhatsApp channel without an open conversation).
+    pub conversation: Option<ConversationOut>,
+}
+
+impl From<&RecordedOutbound> for SendResponse {
+    fn from(r: &RecordedOutbound) -> Self {
+        SendResponse {
+            message: MessageOut::from(&r.message),
+            channel: r.message.channel.clone(),
+            contact: ContactOut::from(&r.contact),
+            conversation: r.conversation.as_ref().map(ConversationOut::from),
         }
     }
 }
@@ -851,11 +874,11 @@ pub fn router() -> Router<AppState> {
         SendResponse,
         CatalogSendResponse,
         crate::http::initiation::ConsentInput,
-        crate::ops::templates::ConsentOut,
-        crate::ops::templates::TemplateOut,
+        crate::views::templates::ConsentOut,
+        crate::views::templates::TemplateOut,
         MessageOut,
-        crate::ops::messages::ContactOut,
-        crate::ops::messages::ConversationOut
+        ContactOut,
+        ConversationOut
     ))
 )]
 pub struct MessagesApi;

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::ops::messages::ContactOut;
+use crate::views::messages::ContactOut;
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::contact::{Contact, validate_contact_name};
 use switchboard_domain::event::{Effects, NewEvent};

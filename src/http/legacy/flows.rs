@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::ops::messages::{SendError, SendInput, SendResponse};
+use crate::ops::messages::{SendError, SendInput};
 use switchboard_domain::Timestamp;
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::message::{Content, TextInput, validate_template, validate_text};
@@ -31,7 +31,7 @@ use super::super::error::{ApiError, ApiResult, ErrorBody};
 use super::super::idempotency;
 use super::super::json::parse;
 use super::super::list_query::ListQuery;
-use super::super::messages::{addressing, run_plain_send, send_error};
+use super::super::messages::{SendResponse, addressing, run_plain_send, send_error};
 use super::super::pagination::Page;
 use super::super::query::QueryParams;
 use super::super::state::AppState;

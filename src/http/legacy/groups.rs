@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::ops::messages::ContactOut;
+use crate::views::messages::ContactOut;
 use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_domain::scope::Scope;
 use switchboard_domain::{FieldError, Timestamp, ValidationErrors};

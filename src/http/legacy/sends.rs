@@ -19,13 +19,13 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::initiation::CatalogSendResponse;
 use crate::http::json::RawJson;
 use crate::http::messages::{
-    self, HistoryQuery, SendMediaRequest, SendMessageRequest, SendTemplateRequest, media_request,
-    send_frame, template_request, text_request,
+    self, HistoryQuery, SendMediaRequest, SendMessageRequest, SendResponse, SendTemplateRequest,
+    media_request, send_frame, template_request, text_request,
 };
 use crate::http::pagination::Page;
 use crate::http::query::QueryParams;
 use crate::http::state::AppState;
-use crate::ops::messages::{MessageOut, SendResponse};
+use crate::views::messages::MessageOut;
 
 pub const SEND_PATH: &str = "/api/send";
 pub const SEND_MEDIA_PATH: &str = "/api/send/media";
