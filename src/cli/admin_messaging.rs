@@ -72,7 +72,7 @@ fn message_output(m: &MessageRecord, verb: &str) -> Output {
 pub async fn contact(rt: &Runtime, command: ContactCommand) -> Result<Output, OpError> {
     match command {
         ContactCommand::Create { org, phone, name } => {
-            let c = ops::messages::create_contact(
+            let c = ops::contacts::create_contact(
                 rt.store.as_ref(),
                 rt.clock.as_ref(),
                 org,
@@ -105,7 +105,7 @@ pub async fn sandbox(rt: &Runtime, command: SandboxCommand) -> Result<Output, Op
                     Timestamp::parse_rfc3339(&s).map_err(|e| OpError::Invalid(format!("--at: {e}")))
                 })
                 .transpose()?;
-            let m = ops::messages::sandbox_inbound(
+            let m = ops::receiving::sandbox_inbound(
                 rt.store.as_ref(),
                 rt.clock.as_ref(),
                 channel,
@@ -137,7 +137,7 @@ pub async fn sandbox(rt: &Runtime, command: SandboxCommand) -> Result<Output, Op
                     "--error: only with --status failed".into(),
                 ));
             }
-            let m = ops::messages::sandbox_status(
+            let m = ops::receiving::sandbox_status(
                 rt.store.as_ref(),
                 rt.clock.as_ref(),
                 message,

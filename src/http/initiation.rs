@@ -1,13 +1,13 @@
 //! Catalog template sends on `POST /api/v1/integrations/messages/template`: conversation
 //! initiation (`ensure_conversation: true`) and synchronized campaign recipients (a plain
 //! template send that carries `template_uuid` and `consent`). The rules are in
-//! `ops::templates`; this module checks the body's shape and shapes the response, inside the
+//! `ops::sending::catalog`; this module checks the body's shape and shapes the response, inside the
 //! same scope, idempotency and rate-limit frame as every send (`messages::send_frame`).
 
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::ops::templates::{
+use crate::ops::sending::{
     CatalogCompletion, CatalogExtra, CatalogMode, CatalogRequest, CatalogSendInput, send_catalog,
 };
 use crate::providers::ProviderError;

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::ops::messages::{SendCompletion, SendContext, SendError, SendInput};
+use crate::ops::sending::{SendCompletion, SendContext, SendError, SendInput};
 use crate::providers::ProviderError;
 use crate::views::messages::{ContactOut, ConversationOut, MessageOut};
 use switchboard_domain::channel::ChannelIdentity;
@@ -146,7 +146,7 @@ pub struct Addressing {
 
 /// What a send's body asks for, once checked for shape: a plain send of validated content,
 /// or a catalog template send (conversation initiation or a campaign recipient), whose rules
-/// need the catalogue and are checked by `ops::templates`.
+/// need the catalogue and are checked by `ops::sending::catalog`.
 pub enum SendPlan {
     Plain(Addressing, Content),
     Catalog(Addressing, super::initiation::CatalogPlan),
@@ -529,7 +529,7 @@ pub(crate) async fn run_plain_send(
         respond: Box::new(stored_response),
     });
     let recorded = completion.is_some();
-    let result = crate::ops::messages::send(&send_context(state), input, completion).await;
+    let result = crate::ops::sending::send(&send_context(state), input, completion).await;
     send_outcome(result, recorded, |r| stored_response(r, None).body, other)
 }
 

@@ -1,5 +1,5 @@
 //! The campaign worker: sends each pending recipient of every running campaign through the
-//! catalog template send of campaign mode (`ops::templates::send_catalog`, the rules and audit
+//! catalog template send of campaign mode (`ops::sending::send_catalog`, the rules and audit
 //! of `POST /messages/template` with `template_uuid` and `consent`).
 //!
 //! Crash safety: a worker claims recipients with a lease (a fresh token and an expiry, like the
@@ -20,9 +20,9 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::crypto::SecretBox;
-use crate::ops::messages::{SendContext, SendError};
-use crate::ops::templates::{
-    CatalogCompletion, CatalogMode, CatalogRequest, CatalogSendInput, send_catalog,
+use crate::ops::sending::{
+    CatalogCompletion, CatalogMode, CatalogRequest, CatalogSendInput, SendContext, SendError,
+    send_catalog,
 };
 use crate::providers::ProviderHub;
 use switchboard_domain::clock::SharedClock;

@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::crypto::{AAD_PROVIDER_CONFIG, SecretBox};
+use crate::providers::{Provider, ProviderHub};
 use switchboard_domain::channel::{
     Channel, ChannelStatus, ChannelType, validate_name, validate_slug,
 };
@@ -238,6 +239,20 @@ pub async fn provider_config(
     })?;
     serde_json::from_slice(&plain)
         .map_err(|e| OpError::Invalid(format!("stored provider configuration is not JSON: {e}")))
+}
+
+/// The adapter of a channel, with its configuration decrypted.
+pub async fn provider_for(
+    store: &dyn Store,
+    secrets: &SecretBox,
+    providers: &ProviderHub,
+    channel: &Channel,
+) -> OpResult<Box<dyn Provider>> {
+    let config = match channel.channel_type {
+        ChannelType::Sandbox | ChannelType::LeadIngestion => Value::Null,
+        _ => provider_config(store, secrets, channel.id).await?,
+    };
+    Ok(providers.for_channel(channel.channel_type, &channel.identifier, &config))
 }
 
 #[cfg(test)]

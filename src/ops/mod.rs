@@ -3,10 +3,13 @@
 
 pub mod campaigns;
 pub mod channels;
+pub mod contacts;
 pub mod flows;
 pub mod keys;
-pub mod messages;
+pub mod message_events;
 pub mod orgs;
+pub mod receiving;
+pub mod sending;
 pub mod templates;
 pub mod users;
 pub mod webhooks;

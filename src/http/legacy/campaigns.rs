@@ -5,7 +5,7 @@
 //! recipients, consent evidence for each recipient); then the campaign and one pending row per
 //! recipient are created in one transaction with `campaign.scheduled` and `campaign.started`,
 //! and the answer is 202. The campaign worker (`ops::campaigns`) sends each recipient through
-//! the campaign-mode catalog send (`ops::templates::send_catalog`: the same validation, audit
+//! the campaign-mode catalog send (`ops::sending::send_catalog`: the same validation, audit
 //! entries and events as `POST /messages/template` with `template_uuid` and `consent`), and
 //! emits `campaign.completed` (at least one sent) or `campaign.failed` (none) at the end.
 
@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::ops::campaigns::campaign_event;
-use crate::ops::templates::{CatalogCheckError, CatalogRequest, validate_catalog_send};
+use crate::ops::sending::{CatalogCheckError, CatalogRequest, validate_catalog_send};
 use crate::views::campaigns::{CampaignOut, RecipientOut, describe};
 use switchboard_domain::event::Effects;
 use switchboard_domain::scope::Scope;

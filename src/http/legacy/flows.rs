@@ -1,7 +1,7 @@
 //! Legacy flows: `GET /api/flows` (`flow:read`) and `POST /api/flows/{id}/trigger`
 //! (`flow:write`). A flow is a named action on a channel of the organization (a text, or a
 //! catalog template with parameters), created with `switchboard admin flow create`. Triggering
-//! it sends to one contact through the shared send code (`ops::messages::send`: channel rules,
+//! it sends to one contact through the shared send code (`ops::sending::send`: channel rules,
 //! provider, service window, events), in the `sends` rate-limit class, honouring an
 //! `Idempotency-Key` header when present; the answer is the send response (201).
 
@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::ops::messages::{SendError, SendInput};
+use crate::ops::sending::{SendError, SendInput};
 use switchboard_domain::Timestamp;
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::message::{Content, TextInput, validate_template, validate_text};
