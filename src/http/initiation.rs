@@ -134,8 +134,8 @@ fn catalog_response(
             status: 201,
             body: serde_json::to_vec(&CatalogSendResponse {
                 send: SendResponse::from(recorded),
-                consent: extra.consent.clone(),
-                template: extra.template.clone(),
+                consent: ConsentOut::new(extra.consent_uuid, &extra.consent, extra.recorded_at),
+                template: TemplateOut::from(&extra.template),
             })
             .expect("responses serialize"),
         },

@@ -10,14 +10,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::ops::sending::{SendCompletion, SendContext, SendError, SendInput};
 use crate::providers::ProviderError;
 use crate::views::messages::{ContactOut, ConversationOut, MessageOut};
 use switchboard_domain::channel::ChannelIdentity;
-use switchboard_domain::channel_selection::{SelectionError, match_slug};
+use switchboard_domain::channel_selection::match_slug;
 use switchboard_domain::message::{
     Content, Direction, MediaInput, MessageStatus, TextInput, contains_nul, validate_media,
     validate_template, validate_text,
@@ -253,38 +253,6 @@ pub(super) fn body_bytes(code: &'static str, message: &str, details: Option<Valu
     .expect("error bodies serialize")
 }
 
-/// The 422 of a send the provider rejected (the message is recorded as `failed`).
-fn rejected(recorded: &RecordedOutbound, error: &ProviderError) -> ApiError {
-    let (http_status, code, message, details) = match error {
-        ProviderError::Rejected {
-            http_status,
-            code,
-            message,
-            details,
-        } => (
-            Some(*http_status),
-            code.clone(),
-            message.clone(),
-            details.clone(),
-        ),
-        other => (None, None, format!("{other:?}"), Value::Null),
-    };
-    ApiError::unprocessable(
-        "provider_rejected",
-        format!("The provider rejected the message: {message}"),
-    )
-    .with_details(json!({
-        "provider": recorded.message.channel.channel_type,
-        "provider_status": http_status,
-        "provider_code": code,
-        "provider_message": message,
-        "provider_details": details,
-        "message_id": recorded.message.id,
-        "message_uuid": recorded.message.uuid,
-        "message": MessageOut::from(&recorded.message),
-    }))
-}
-
 /// The response stored for a recorded send (and given live): 201 with the send response, or
 /// the 422 of a provider rejection.
 pub(super) fn stored_response(
@@ -297,7 +265,10 @@ pub(super) fn stored_response(
             body: serde_json::to_vec(&SendResponse::from(recorded)).expect("responses serialize"),
         },
         Some(e) => {
-            let err = rejected(recorded, e);
+            let err = send_error(SendError::ProviderRejected {
+                recorded: Box::new(recorded.clone()),
+                error: e.clone(),
+            });
             StoredResponse {
                 status: err.status.as_u16(),
                 body: body_bytes(err.code, &err.message, err.details),
@@ -306,61 +277,27 @@ pub(super) fn stored_response(
     }
 }
 
-/// The API error of a failed send.
+/// The API error of a failed send: its code, message and details, with the status of the code
+/// (422 for the rules of a send, 503 `provider_unavailable` with `Retry-After: 1`, 409
+/// `idempotency_in_progress`, the store's own errors as everywhere).
 pub fn send_error(e: SendError) -> ApiError {
-    match e {
-        SendError::Validation(errors) => ApiError::validation(errors),
-        SendError::Channel(sel) => {
-            let message = sel.message();
-            match sel {
-                SelectionError::Conflict => ApiError::unprocessable("channel_conflict", message)
-                    .with_details(json!({ "fields": ["channel_id", "channel_slug"] })),
-                SelectionError::NoDefault => ApiError::unprocessable("no_default_channel", message),
-                SelectionError::Invalid {
-                    reason,
-                    source,
-                    channel_ids,
-                } => ApiError::unprocessable("invalid_channel", message).with_details(json!({
-                    "reason": reason,
-                    "selected_by": source,
-                    "channel_ids": channel_ids,
-                })),
-            }
-        }
-        SendError::ChannelUnusable {
-            channel_id,
-            reason,
-            message,
-        } => ApiError::unprocessable("invalid_channel", message).with_details(json!({
-            "reason": reason,
-            "channel_ids": [channel_id],
-        })),
-        SendError::Refused(r) => ApiError::unprocessable(r.code, r.message).with_details(r.details),
-        SendError::ConversationRequired => ApiError::unprocessable(
-            "conversation_required",
-            "This channel needs an open conversation with the contact for text, interactive and media messages: the contact must write first (or send a template).",
-        ),
-        SendError::OutsideServiceWindow {
-            conversation_uuid,
-            last_inbound_at,
-            window_expired_at,
-        } => ApiError::unprocessable(
-            "outside_service_window",
-            "The 24-hour customer-service window of this conversation is closed: send a template instead.",
-        )
-        .with_details(json!({
-            "conversation_uuid": conversation_uuid,
-            "last_inbound_at": last_inbound_at,
-            "window_expired_at": window_expired_at,
-        })),
-        SendError::ProviderRejected { recorded, error } => rejected(&recorded, &error),
-        SendError::ProviderUnavailable(reason) => ApiError::provider_unavailable(format!(
-            "The messaging provider is unavailable ({reason}); nothing was sent. Retry with the same Idempotency-Key."
-        ))
-        .with_header(axum::http::header::RETRY_AFTER, "1"),
-        SendError::LostClaim => ApiError::idempotency_in_progress(),
-        SendError::Store(e) => ApiError::from(e),
+    let e = match e {
+        SendError::Store(s) => return ApiError::from(s),
+        SendError::LostClaim => return ApiError::idempotency_in_progress(),
+        e => e,
+    };
+    let unavailable = matches!(e, SendError::ProviderUnavailable(_));
+    let status = if unavailable {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::UNPROCESSABLE_ENTITY
+    };
+    let mut err = ApiError::new(status, e.code(), e.message());
+    err.details = e.details();
+    if unavailable {
+        err = err.with_header(axum::http::header::RETRY_AFTER, "1");
     }
+    err
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ use crate::ops::sending::{
     send_catalog,
 };
 use crate::providers::ProviderHub;
+use crate::views::campaigns::describe;
 use switchboard_domain::clock::SharedClock;
 use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_domain::template::parse_request_template;
@@ -59,8 +60,6 @@ pub struct CampaignWorker {
     pub config: Arc<Config>,
     /// The channel lists, cached like the API's.
     pub cache: Arc<crate::cache::ConfigCache>,
-    /// Shapes the campaign object of `campaign.completed` / `campaign.failed`.
-    pub describe: fn(&CampaignRecord) -> Value,
 }
 
 impl CampaignWorker {
@@ -111,7 +110,6 @@ impl CampaignWorker {
             // Left for the lease to expire and another attempt.
             None => return,
         };
-        let describe = self.describe;
         let result = self
             .store
             .finish_campaign_recipient(
@@ -244,12 +242,12 @@ impl CampaignWorker {
             }
             Err(e) => {
                 release().await;
-                let api = crate::http::messages::send_error(e);
+                // A rule refused the recipient: the code and message the API gives for it.
                 Some(RecipientOutcome {
                     status: RecipientStatus::Refused,
                     message_id: None,
-                    error_code: Some(api.code.to_owned()),
-                    error_message: Some(api.message.chars().take(500).collect()),
+                    error_code: Some(e.code().to_owned()),
+                    error_message: Some(e.message().chars().take(500).collect()),
                 })
             }
         }

@@ -21,8 +21,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use crate::http::messages::send_error;
 use crate::ops::campaigns::campaign_event;
-use crate::ops::sending::{CatalogCheckError, CatalogRequest, validate_catalog_send};
+use crate::ops::sending::{CatalogRequest, validate_catalog_send};
 use crate::views::campaigns::{CampaignOut, RecipientOut, describe};
 use switchboard_domain::event::Effects;
 use switchboard_domain::scope::Scope;
@@ -66,15 +67,6 @@ pub struct CampaignRequest {
     /// Consent evidence per recipient: contact UUID -> consent object (wins over `consent`).
     #[schema(value_type = Option<Object>)]
     pub consents: Option<Map<String, Value>>,
-}
-
-fn refusal_error(e: CatalogCheckError) -> ApiError {
-    match e {
-        CatalogCheckError::Refused(r) => {
-            ApiError::unprocessable(r.code, r.message).with_details(r.details)
-        }
-        CatalogCheckError::Store(s) => s.into(),
-    }
 }
 
 /// Start a campaign: checked now, sent in the background (202).
@@ -250,7 +242,7 @@ pub async fn create_campaign(
             .await
         {
             Ok(checked) => checked.template.category,
-            Err(CatalogCheckError::Refused(r)) if r.code == "consent_required" => {
+            Err(e) if e.code() == "consent_required" => {
                 // Template checks passed (consent comes last): read its category.
                 let uuid = body
                     .template_uuid
@@ -262,10 +254,10 @@ pub async fn create_campaign(
                 };
                 match template {
                     Some(t) => t.category,
-                    None => return Err(refusal_error(CatalogCheckError::Refused(r))),
+                    None => return Err(send_error(e)),
                 }
             }
-            Err(e) => return Err(refusal_error(e)),
+            Err(e) => return Err(send_error(e)),
         };
     let mut consent_errors = ValidationErrors::new();
     let mut recipients = Vec::with_capacity(contacts.len());

@@ -13,14 +13,13 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::providers::ProviderError;
-use crate::views::templates::{ConsentOut, TemplateOut};
-use switchboard_domain::FieldError;
 use switchboard_domain::channel::{Channel, ChannelType};
 use switchboard_domain::channel_selection::{ChannelRequest, SelectionError, select_channel};
 use switchboard_domain::event::{Actor, Effects, EventCategory, OrgEvent, Subject};
 use switchboard_domain::message::MessageType;
 use switchboard_domain::phone::Phone;
 use switchboard_domain::template::{Consent, ConsentRules};
+use switchboard_domain::{FieldError, Timestamp};
 use switchboard_store::{
     ClaimToken, ConsentContext, ConversationPolicy, IdempotencyCompletion, NewConsent, NewOutbound,
     RecipientRef, RecordedOutbound, StoreError, StoredResponse, TemplateRecord,
@@ -78,11 +77,16 @@ pub struct CatalogSendInput {
     pub rules: ConsentRules,
 }
 
-/// What a catalog send adds to the send response.
+/// What a catalog send adds to the send response: the catalog template sent and the consent
+/// evidence stored with the message.
 #[derive(Clone, Debug)]
 pub struct CatalogExtra {
-    pub template: TemplateOut,
-    pub consent: ConsentOut,
+    pub template: TemplateRecord,
+    /// The stored evidence's UUID.
+    pub consent_uuid: Uuid,
+    pub consent: Consent,
+    /// When the evidence was stored.
+    pub recorded_at: Timestamp,
 }
 
 /// Builds the stored (and live) response of a recorded catalog send.
@@ -250,8 +254,10 @@ pub async fn send_catalog(
     let consent_uuid = Uuid::now_v7();
     let now = ctx.clock.now();
     let extra = CatalogExtra {
-        template: TemplateOut::from(&template),
-        consent: ConsentOut::new(consent_uuid, &consent, now),
+        template: template.clone(),
+        consent_uuid,
+        consent: consent.clone(),
+        recorded_at: now,
     };
     let mut stored_content = content.to_json();
     stored_content["template_uuid"] = json!(template.uuid);

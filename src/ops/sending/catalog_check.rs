@@ -12,7 +12,7 @@ use switchboard_domain::template::{
     Consent, ConsentRules, RequestTemplate, TemplateStatus, fit_parameters, parse_consent,
     parse_definition, purpose_allows, same_language,
 };
-use switchboard_store::{Store, StoreError, TemplateRecord};
+use switchboard_store::{Store, TemplateRecord};
 
 use super::{Refusal, SendError};
 
@@ -55,7 +55,7 @@ pub async fn validate_catalog_send(
     request: &CatalogRequest,
     now: Timestamp,
     rules: &ConsentRules,
-) -> Result<ValidatedCatalogSend, CatalogCheckError> {
+) -> Result<ValidatedCatalogSend, SendError> {
     if !channel.is_active() {
         return Err(Refusal::channel(
             "inactive",
@@ -247,32 +247,4 @@ pub async fn validate_catalog_send(
         consent,
         content,
     })
-}
-
-/// A catalog validation failure: a refusal, or the store could not be read.
-#[derive(Debug)]
-pub enum CatalogCheckError {
-    Refused(Refusal),
-    Store(StoreError),
-}
-
-impl From<Refusal> for CatalogCheckError {
-    fn from(r: Refusal) -> Self {
-        CatalogCheckError::Refused(r)
-    }
-}
-
-impl From<StoreError> for CatalogCheckError {
-    fn from(e: StoreError) -> Self {
-        CatalogCheckError::Store(e)
-    }
-}
-
-impl From<CatalogCheckError> for SendError {
-    fn from(e: CatalogCheckError) -> Self {
-        match e {
-            CatalogCheckError::Refused(r) => SendError::Refused(r),
-            CatalogCheckError::Store(s) => SendError::Store(s),
-        }
-    }
 }

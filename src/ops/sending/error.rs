@@ -1,16 +1,25 @@
-//! Why a send did not happen.
+//! Why a send did not happen: [`SendError`], the one error of every send. Its [`code`] is
+//! stable (CONVENTIONS "Errors"); the v1 and legacy HTTP routes, flow triggers and the campaign
+//! worker build their answers from `code`, [`message`] and [`details`], so a rule refuses a
+//! send with the same code whoever asked.
+//!
+//! [`code`]: SendError::code
+//! [`message`]: SendError::message
+//! [`details`]: SendError::details
 
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::providers::ProviderError;
+use crate::views::messages::MessageOut;
 use switchboard_domain::channel_selection::SelectionError;
 use switchboard_domain::{FieldError, Timestamp, ValidationErrors};
 use switchboard_store::{RecordedOutbound, StoreError};
 
 use crate::ops::OpError;
 
-/// Why a send did not happen (each is one error code of the API).
+/// Why a send did not happen. Each variant is one error code ([`SendError::code`]); the HTTP
+/// status named here is the API's.
 #[derive(Debug)]
 pub enum SendError {
     /// 422 `validation_failed`.
@@ -45,12 +54,136 @@ pub enum SendError {
     /// 409 `idempotency_in_progress`: another request took the idempotency key over while this
     /// one ran; nothing was recorded.
     LostClaim,
+    /// The store failed: `service_unavailable` (503) when it is unreachable, else
+    /// `internal_error` (500); `not_found` when a row vanished during the send.
     Store(StoreError),
+}
+
+impl SendError {
+    /// The stable error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SendError::Validation(_) => "validation_failed",
+            SendError::Channel(SelectionError::Conflict) => "channel_conflict",
+            SendError::Channel(SelectionError::NoDefault) => "no_default_channel",
+            SendError::Channel(SelectionError::Invalid { .. }) => "invalid_channel",
+            SendError::ChannelUnusable { .. } => "invalid_channel",
+            SendError::Refused(r) => r.code,
+            SendError::ConversationRequired => "conversation_required",
+            SendError::OutsideServiceWindow { .. } => "outside_service_window",
+            SendError::ProviderRejected { .. } => "provider_rejected",
+            SendError::ProviderUnavailable(_) => "provider_unavailable",
+            SendError::LostClaim => "idempotency_in_progress",
+            SendError::Store(StoreError::Unavailable(_)) => "service_unavailable",
+            SendError::Store(StoreError::NotFound) => "not_found",
+            SendError::Store(_) => "internal_error",
+        }
+    }
+
+    /// The explanation for people (may change; the code does not).
+    pub fn message(&self) -> String {
+        match self {
+            SendError::Validation(errors) => errors.summary(),
+            SendError::Channel(sel) => sel.message(),
+            SendError::ChannelUnusable { message, .. } => message.clone(),
+            SendError::Refused(r) => r.message.clone(),
+            SendError::ConversationRequired => "This channel needs an open conversation with the contact for text, interactive and media messages: the contact must write first (or send a template).".into(),
+            SendError::OutsideServiceWindow { .. } => "The 24-hour customer-service window of this conversation is closed: send a template instead.".into(),
+            SendError::ProviderRejected { error, .. } => {
+                format!("The provider rejected the message: {}", rejection_parts(error).2)
+            }
+            SendError::ProviderUnavailable(reason) => format!(
+                "The messaging provider is unavailable ({reason}); nothing was sent. Retry with the same Idempotency-Key."
+            ),
+            SendError::LostClaim => {
+                "A request with this Idempotency-Key is still being processed; retry shortly."
+                    .into()
+            }
+            SendError::Store(e) => e.to_string(),
+        }
+    }
+
+    /// What the code has to add (`None`: nothing).
+    pub fn details(&self) -> Option<Value> {
+        match self {
+            SendError::Validation(errors) => Some(json!({ "fields": errors.0 })),
+            SendError::Channel(SelectionError::Conflict) => {
+                Some(json!({ "fields": ["channel_id", "channel_slug"] }))
+            }
+            SendError::Channel(SelectionError::NoDefault) => None,
+            SendError::Channel(SelectionError::Invalid {
+                reason,
+                source,
+                channel_ids,
+            }) => Some(json!({
+                "reason": reason,
+                "selected_by": source,
+                "channel_ids": channel_ids,
+            })),
+            SendError::ChannelUnusable {
+                channel_id, reason, ..
+            } => Some(json!({
+                "reason": reason,
+                "channel_ids": [channel_id],
+            })),
+            SendError::Refused(r) => Some(r.details.clone()),
+            SendError::OutsideServiceWindow {
+                conversation_uuid,
+                last_inbound_at,
+                window_expired_at,
+            } => Some(json!({
+                "conversation_uuid": conversation_uuid,
+                "last_inbound_at": last_inbound_at,
+                "window_expired_at": window_expired_at,
+            })),
+            SendError::ProviderRejected { recorded, error } => {
+                let (http_status, code, message, details) = rejection_parts(error);
+                Some(json!({
+                    "provider": recorded.message.channel.channel_type,
+                    "provider_status": http_status,
+                    "provider_code": code,
+                    "provider_message": message,
+                    "provider_details": details,
+                    "message_id": recorded.message.id,
+                    "message_uuid": recorded.message.uuid,
+                    "message": MessageOut::from(&recorded.message),
+                }))
+            }
+            SendError::ConversationRequired
+            | SendError::ProviderUnavailable(_)
+            | SendError::LostClaim
+            | SendError::Store(_) => None,
+        }
+    }
+}
+
+/// A provider's rejection: (HTTP status, provider code, message, provider details).
+fn rejection_parts(error: &ProviderError) -> (Option<u16>, Option<Value>, String, Value) {
+    match error {
+        ProviderError::Rejected {
+            http_status,
+            code,
+            message,
+            details,
+        } => (
+            Some(*http_status),
+            code.clone(),
+            message.clone(),
+            details.clone(),
+        ),
+        other => (None, None, format!("{other:?}"), Value::Null),
+    }
 }
 
 impl From<StoreError> for SendError {
     fn from(e: StoreError) -> Self {
         SendError::Store(e)
+    }
+}
+
+impl From<Refusal> for SendError {
+    fn from(r: Refusal) -> Self {
+        SendError::Refused(r)
     }
 }
 
@@ -129,21 +262,19 @@ impl Refusal {
         }
     }
 
-    /// The refusal of a failed send's error, when the error is one (for the campaign audit).
+    /// The refusal of a failed send's error, when the error is one: the `campaign_send.refused`
+    /// audit entry's form (a validation failure is "The request is invalid." there, a channel
+    /// conflict has no details).
     pub(super) fn of_send_error(e: &SendError) -> Option<Refusal> {
         match e {
             SendError::Refused(r) => Some(r.clone()),
             SendError::Validation(errors) => Some(Refusal {
-                code: "validation_failed",
+                code: e.code(),
                 message: "The request is invalid.".into(),
                 details: json!({ "fields": errors.0 }),
             }),
             SendError::Channel(sel) => Some(Refusal {
-                code: match sel {
-                    SelectionError::Conflict => "channel_conflict",
-                    SelectionError::NoDefault => "no_default_channel",
-                    SelectionError::Invalid { .. } => "invalid_channel",
-                },
+                code: e.code(),
                 message: sel.message(),
                 details: match sel {
                     SelectionError::Invalid {
@@ -161,11 +292,93 @@ impl Refusal {
                 reason,
                 message,
             } => Some(Refusal {
-                code: "invalid_channel",
+                code: e.code(),
                 message: message.clone(),
                 details: json!({ "reason": reason, "channel_ids": [channel_id] }),
             }),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_has_its_code_message_and_details() {
+        let mut errors = ValidationErrors::new();
+        errors.add("phone", "is required");
+        let e = SendError::Validation(errors.clone());
+        assert_eq!(e.code(), "validation_failed");
+        assert_eq!(e.message(), "phone: is required");
+        assert_eq!(e.details(), Some(json!({ "fields": errors.0 })));
+
+        let e = SendError::Channel(SelectionError::Conflict);
+        assert_eq!(e.code(), "channel_conflict");
+        assert_eq!(
+            e.details(),
+            Some(json!({ "fields": ["channel_id", "channel_slug"] }))
+        );
+        let e = SendError::Channel(SelectionError::NoDefault);
+        assert_eq!((e.code(), e.details()), ("no_default_channel", None));
+
+        let e = SendError::ChannelUnusable {
+            channel_id: 7,
+            reason: "not_configured",
+            message: "no token".into(),
+        };
+        assert_eq!(
+            (e.code(), e.message()),
+            ("invalid_channel", "no token".into())
+        );
+        assert_eq!(
+            e.details(),
+            Some(json!({ "reason": "not_configured", "channel_ids": [7] }))
+        );
+
+        let e = SendError::ConversationRequired;
+        assert_eq!((e.code(), e.details()), ("conversation_required", None));
+        let e = SendError::ProviderUnavailable("timed out".into());
+        assert_eq!(e.code(), "provider_unavailable");
+        assert!(e.message().contains("(timed out); nothing was sent"));
+        assert_eq!(SendError::LostClaim.code(), "idempotency_in_progress");
+        assert_eq!(
+            SendError::Store(StoreError::Unavailable("down".into())).code(),
+            "service_unavailable"
+        );
+        assert_eq!(
+            SendError::Store(StoreError::Other("x".into())).code(),
+            "internal_error"
+        );
+    }
+
+    #[test]
+    fn refusals_keep_their_code_and_the_audit_keeps_its_own_form() {
+        let r = Refusal::template(
+            "inactive",
+            "The template is inactive.".into(),
+            vec![],
+            json!({}),
+        );
+        let e = SendError::from(r.clone());
+        assert_eq!(e.code(), "invalid_template");
+        assert_eq!(e.details(), Some(r.details.clone()));
+        assert_eq!(Refusal::of_send_error(&e), Some(r));
+
+        let mut errors = ValidationErrors::new();
+        errors.add("a", "b");
+        errors.add("c", "d");
+        let audit = Refusal::of_send_error(&SendError::Validation(errors)).unwrap();
+        assert_eq!(
+            (audit.code, audit.message.as_str()),
+            ("validation_failed", "The request is invalid.")
+        );
+        let audit = Refusal::of_send_error(&SendError::Channel(SelectionError::Conflict)).unwrap();
+        assert_eq!((audit.code, audit.details), ("channel_conflict", json!({})));
+        assert_eq!(
+            Refusal::of_send_error(&SendError::ConversationRequired),
+            None
+        );
     }
 }

@@ -30,9 +30,7 @@ pub use catalog::{
     CatalogCompletion, CatalogExtra, CatalogMode, CatalogResponder, CatalogSendInput, CatalogSent,
     send_catalog,
 };
-pub use catalog_check::{
-    CatalogCheckError, CatalogRequest, ValidatedCatalogSend, validate_catalog_send,
-};
+pub use catalog_check::{CatalogRequest, ValidatedCatalogSend, validate_catalog_send};
 pub use error::{Refusal, SendError};
 pub use plain::{Responder, SendCompletion, SendInput, send};
 
