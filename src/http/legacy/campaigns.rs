@@ -62,7 +62,7 @@ pub struct CampaignRequest {
     /// ... or a list of contact UUIDs (1 to 10000). Exactly one of the two.
     pub contact_uuids: Option<Vec<String>>,
     /// The consent evidence applied to every recipient without an entry in `consents`.
-    #[schema(value_type = Option<crate::http::initiation::ConsentInput>)]
+    #[schema(value_type = Option<crate::http::messages::ConsentInput>)]
     pub consent: Option<Value>,
     /// Consent evidence per recipient: contact UUID -> consent object (wins over `consent`).
     #[schema(value_type = Option<Object>)]

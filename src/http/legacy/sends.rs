@@ -16,11 +16,10 @@ use axum::routing::{get, post};
 use crate::http::auth::Principal;
 use crate::http::channels::{self, ChannelOut};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::initiation::CatalogSendResponse;
 use crate::http::json::RawJson;
 use crate::http::messages::{
-    self, HistoryQuery, SendMediaRequest, SendMessageRequest, SendResponse, SendTemplateRequest,
-    media_request, send_frame, template_request, text_request,
+    self, CatalogSendResponse, HistoryQuery, SendMediaRequest, SendMessageRequest, SendResponse,
+    SendTemplateRequest, media_request, send_frame, template_request, text_request,
 };
 use crate::http::pagination::Page;
 use crate::http::query::QueryParams;
