@@ -24,7 +24,7 @@ pub use history::{HistoryQuery, list_messages};
 pub use requests::{
     Addressing, SendPlan, addressing, media_request, template_request, text_request,
 };
-pub(crate) use send::run_plain_send;
+pub(crate) use send::{plain_completion, plain_outcome, send_context};
 pub use send::{send_error, send_frame, send_media, send_message, send_template};
 pub use views::{
     CatalogSendResponse, ConsentInput, SendMediaRequest, SendMessageRequest, SendResponse,

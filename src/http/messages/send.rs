@@ -80,10 +80,10 @@ pub fn send_error(e: SendError) -> ApiError {
         e => e,
     };
     let unavailable = matches!(e, SendError::ProviderUnavailable(_));
-    let status = if unavailable {
-        StatusCode::SERVICE_UNAVAILABLE
-    } else {
-        StatusCode::UNPROCESSABLE_ENTITY
+    let status = match e {
+        SendError::ProviderUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        SendError::FlowNotFound => StatusCode::NOT_FOUND,
+        _ => StatusCode::UNPROCESSABLE_ENTITY,
     };
     let mut err = ApiError::new(status, e.code(), e.message());
     err.details = e.details();
@@ -149,7 +149,7 @@ where
         phone: addressing.phone,
         content,
     };
-    run_plain_send(&state, input, token, |e| send_error(e).into_response()).await
+    run_plain_send(&state, input, token).await
 }
 
 /// The scope and idempotency frame of a send: `messages:write`, then `Idempotency-Key`
@@ -189,23 +189,32 @@ where
     .await
 }
 
-/// Runs a plain (not catalog) send and shapes its response for the idempotency layer: 201
-/// with the send response, a provider rejection's stored 422, `idempotency_in_progress` when
-/// the claim was lost; `other` shapes every other error. Shared by the v1 and legacy send
-/// paths and by flow triggers.
-pub(crate) async fn run_plain_send(
-    state: &AppState,
-    input: SendInput,
-    token: Option<ClaimToken>,
-    other: impl FnOnce(SendError) -> Response,
-) -> Response {
-    let completion = token.map(|token| SendCompletion {
+/// The idempotency completion of a plain send (its stored response), when the request holds a
+/// claim.
+pub(crate) fn plain_completion(token: Option<ClaimToken>) -> Option<SendCompletion> {
+    token.map(|token| SendCompletion {
         token,
         respond: Box::new(stored_response),
-    });
+    })
+}
+
+/// Shapes a plain send's outcome ([`send_outcome`] with the send response).
+pub(crate) fn plain_outcome(
+    result: Result<RecordedOutbound, SendError>,
+    recorded: bool,
+) -> Response {
+    send_outcome(result, recorded, |r| stored_response(r, None).body)
+}
+
+/// Runs a plain (not catalog) send and shapes its response for the idempotency layer. Shared by
+/// the v1 and legacy send paths.
+async fn run_plain_send(state: &AppState, input: SendInput, token: Option<ClaimToken>) -> Response {
+    let completion = plain_completion(token);
     let recorded = completion.is_some();
-    let result = crate::ops::sending::send(&send_context(state), input, completion).await;
-    send_outcome(result, recorded, |r| stored_response(r, None).body, other)
+    plain_outcome(
+        crate::ops::sending::send(&send_context(state), input, completion).await,
+        recorded,
+    )
 }
 
 /// Runs a catalog send and shapes its response (marked recorded when the idempotency claim was
@@ -237,12 +246,9 @@ async fn run_catalog_send(
     });
     let recorded = completion.is_some();
     let result = send_catalog(&send_context(&state), input, completion).await;
-    send_outcome(
-        result,
-        recorded,
-        |sent| catalog_response(&sent.recorded, &sent.extra, None).body,
-        |e| send_error(e).into_response(),
-    )
+    send_outcome(result, recorded, |sent| {
+        catalog_response(&sent.recorded, &sent.extra, None).body
+    })
 }
 
 /// What a send needs from the application state.
@@ -257,14 +263,13 @@ pub(crate) fn send_context(state: &AppState) -> SendContext<'_> {
 }
 
 /// Shapes a send's outcome (plain or catalog) for the idempotency layer: 201 with `created`'s
-/// body, a provider rejection's stored 422, `idempotency_in_progress` when the claim was lost;
-/// `other` shapes every other error. `recorded`: the idempotency claim was completed in the
-/// send's own transaction.
+/// body, a provider rejection's stored 422, `idempotency_in_progress` when the claim was lost,
+/// every other error as [`send_error`] gives it. `recorded`: the idempotency claim was completed
+/// in the send's own transaction.
 pub(crate) fn send_outcome<T>(
     result: Result<T, SendError>,
     recorded: bool,
     created: impl FnOnce(&T) -> Vec<u8>,
-    other: impl FnOnce(SendError) -> Response,
 ) -> Response {
     let mark = |mut r: Response| {
         if recorded {
@@ -289,7 +294,7 @@ pub(crate) fn send_outcome<T>(
             r.extensions_mut().insert(ClaimLost);
             r
         }
-        Err(e) => other(e),
+        Err(e) => send_error(e).into_response(),
     }
 }
 

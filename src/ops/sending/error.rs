@@ -54,6 +54,8 @@ pub enum SendError {
     /// 409 `idempotency_in_progress`: another request took the idempotency key over while this
     /// one ran; nothing was recorded.
     LostClaim,
+    /// 404 `not_found`: the triggered flow does not exist in the organization.
+    FlowNotFound,
     /// The store failed: `service_unavailable` (503) when it is unreachable, else
     /// `internal_error` (500); `not_found` when a row vanished during the send.
     Store(StoreError),
@@ -74,6 +76,7 @@ impl SendError {
             SendError::ProviderRejected { .. } => "provider_rejected",
             SendError::ProviderUnavailable(_) => "provider_unavailable",
             SendError::LostClaim => "idempotency_in_progress",
+            SendError::FlowNotFound => "not_found",
             SendError::Store(StoreError::Unavailable(_)) => "service_unavailable",
             SendError::Store(StoreError::NotFound) => "not_found",
             SendError::Store(_) => "internal_error",
@@ -99,6 +102,7 @@ impl SendError {
                 "A request with this Idempotency-Key is still being processed; retry shortly."
                     .into()
             }
+            SendError::FlowNotFound => "The flow was not found.".into(),
             SendError::Store(e) => e.to_string(),
         }
     }
@@ -152,6 +156,7 @@ impl SendError {
             SendError::ConversationRequired
             | SendError::ProviderUnavailable(_)
             | SendError::LostClaim
+            | SendError::FlowNotFound
             | SendError::Store(_) => None,
         }
     }
@@ -259,6 +264,19 @@ impl Refusal {
             code: "consent_required",
             message,
             details,
+        }
+    }
+
+    /// A flow's catalog template can no longer be sent (`invalid_template`).
+    pub(super) fn flow_template(
+        reason: &str,
+        message: &str,
+        flow: &switchboard_store::legacy::FlowRecord,
+    ) -> Self {
+        Refusal {
+            code: "invalid_template",
+            message: message.to_owned(),
+            details: json!({ "reason": reason, "flow_uuid": flow.uuid }),
         }
     }
 

@@ -4,6 +4,7 @@
 //! * [`plain`]: text, interactive, media and provider templates given in full;
 //! * [`catalog`]: catalog template sends (conversation initiation, campaign recipients), whose
 //!   rules are in [`catalog_check`];
+//! * [`flow`]: flow triggers, a flow's action as a plain send;
 //! * [`error`]: [`SendError`], the one error of every send, with its stable code.
 //!
 //! Every send chooses the channel, finds the recipient, checks the provider's and the window's
@@ -14,6 +15,7 @@
 pub mod catalog;
 pub mod catalog_check;
 pub mod error;
+pub mod flow;
 pub mod plain;
 mod provider;
 mod recipient;
@@ -32,6 +34,7 @@ pub use catalog::{
 };
 pub use catalog_check::{CatalogRequest, ValidatedCatalogSend, validate_catalog_send};
 pub use error::{Refusal, SendError};
+pub use flow::{FlowTrigger, send_flow};
 pub use plain::{Responder, SendCompletion, SendInput, send};
 
 /// Everything a send needs.
