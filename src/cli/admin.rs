@@ -215,10 +215,51 @@ pub async fn run(args: AdminArgs, config: Config) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", error_line(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An operation's error in the admin tools' terms: the input it concerns as the `--flag` it
+/// came from (`--provider-template-id: ...`, `--components[0].type: ...`).
+pub fn error_line(e: &OpError) -> String {
+    match e {
+        OpError::Invalid {
+            field: Some(field),
+            message,
+        }
+        | OpError::NotFound {
+            field: Some(field),
+            message,
+        }
+        | OpError::Conflict {
+            field: Some(field),
+            message,
+        } => format!("{}: {message}", flag(field)),
+        other => other.to_string(),
+    }
+}
+
+/// The flag of an operation's input field: `--` and the name in kebab case, the path inside
+/// it kept (`components[0].type` is `--components[0].type`); inputs joined by `/` stay joined
+/// (`params/language` is `--params/--language`). Inputs named after the id they hold take the
+/// flag's shorter name (`channel_id` is `--channel`).
+fn flag(field: &str) -> String {
+    field
+        .split('/')
+        .map(|one| {
+            let end = one.find(['[', '.']).unwrap_or(one.len());
+            let (name, path) = one.split_at(end);
+            let name = match name {
+                "channel_id" => "channel",
+                "default_channel_id" => "default_channel",
+                other => other,
+            };
+            format!("--{}{path}", name.replace('_', "-"))
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 async fn execute(rt: &Runtime, command: AdminCommand) -> Result<Output, OpError> {
@@ -261,7 +302,7 @@ async fn org(rt: &Runtime, command: OrgCommand) -> Result<Output, OpError> {
 fn parse_json_arg(flag: &str, raw: Option<String>) -> Result<Option<Value>, OpError> {
     raw.map(|s| {
         serde_json::from_str(&s)
-            .map_err(|e| OpError::Invalid(format!("{flag}: not valid JSON: {e}")))
+            .map_err(|e| OpError::invalid(format!("{flag}: not valid JSON: {e}")))
     })
     .transpose()
 }
@@ -293,7 +334,7 @@ async fn channel(rt: &Runtime, command: ChannelCommand) -> Result<Output, OpErro
         } => {
             let channel_type: ChannelType = channel_type
                 .parse()
-                .map_err(|e| OpError::Invalid(format!("--type: {e}")))?;
+                .map_err(|e| OpError::invalid(format!("--type: {e}")))?;
             let provider_config = parse_json_arg("--provider-config", provider_config)?;
             let c = ops::channels::create_channel(
                 rt.store.as_ref(),
@@ -416,13 +457,13 @@ async fn key(rt: &Runtime, command: KeyCommand) -> Result<Output, OpError> {
         } => {
             let scopes = scopes
                 .map(|s| {
-                    ScopeSet::parse_list(&s).map_err(|e| OpError::Invalid(format!("--scopes: {e}")))
+                    ScopeSet::parse_list(&s).map_err(|e| OpError::invalid(format!("--scopes: {e}")))
                 })
                 .transpose()?;
             let expires_at = expires_at
                 .map(|s| {
                     Timestamp::parse_rfc3339(&s)
-                        .map_err(|e| OpError::Invalid(format!("--expires-at: {e}")))
+                        .map_err(|e| OpError::invalid(format!("--expires-at: {e}")))
                 })
                 .transpose()?;
             if let Some(at) = expires_at.filter(|at| *at <= clock.now()) {
@@ -511,5 +552,46 @@ async fn key(rt: &Runtime, command: KeyCommand) -> Result<Output, OpError> {
                 ),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_named_by_their_flags() {
+        let line = |e: OpError| error_line(&e);
+        assert_eq!(
+            line(OpError::invalid_field("name", "the name is empty")),
+            "--name: the name is empty"
+        );
+        assert_eq!(
+            line(OpError::conflict_field("provider_template_id", "taken")),
+            "--provider-template-id: taken"
+        );
+        assert_eq!(
+            line(OpError::invalid_field("components[0].text", "gaps")),
+            "--components[0].text: gaps"
+        );
+        assert_eq!(
+            line(OpError::invalid_field(
+                "params/language",
+                "template.language: bad"
+            )),
+            "--params/--language: template.language: bad"
+        );
+        assert_eq!(
+            line(OpError::not_found_field("channel_id", "no channel 9")),
+            "--channel: no channel 9"
+        );
+        assert_eq!(
+            line(OpError::invalid_field("default_channel_id", "x")),
+            "--default-channel: x"
+        );
+        assert_eq!(
+            line(OpError::not_found("channel 9 does not exist")),
+            "channel 9 does not exist"
+        );
     }
 }

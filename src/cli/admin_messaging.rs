@@ -102,7 +102,7 @@ pub async fn sandbox(rt: &Runtime, command: SandboxCommand) -> Result<Output, Op
         } => {
             let at = at
                 .map(|s| {
-                    Timestamp::parse_rfc3339(&s).map_err(|e| OpError::Invalid(format!("--at: {e}")))
+                    Timestamp::parse_rfc3339(&s).map_err(|e| OpError::invalid(format!("--at: {e}")))
                 })
                 .transpose()?;
             let m = ops::receiving::sandbox_inbound(
@@ -126,16 +126,14 @@ pub async fn sandbox(rt: &Runtime, command: SandboxCommand) -> Result<Output, Op
                 "read" => MessageStatus::Read,
                 "failed" => MessageStatus::Failed,
                 other => {
-                    return Err(OpError::Invalid(format!(
+                    return Err(OpError::invalid(format!(
                         "--status: `{}` is not one of delivered, read, failed",
                         other.chars().take(40).collect::<String>()
                     )));
                 }
             };
             if error.is_some() && status != MessageStatus::Failed {
-                return Err(OpError::Invalid(
-                    "--error: only with --status failed".into(),
-                ));
+                return Err(OpError::invalid("--error: only with --status failed"));
             }
             let m = ops::receiving::sandbox_status(
                 rt.store.as_ref(),

@@ -82,12 +82,12 @@ pub enum UserCommand {
 
 fn parse_role(raw: &str) -> Result<Role, OpError> {
     raw.parse::<Role>()
-        .map_err(|e| OpError::Invalid(format!("--role: {e}")))
+        .map_err(|e| OpError::invalid(format!("--role: {e}")))
 }
 
 fn parse_permission(flag: &str, raw: &str) -> Result<Permission, OpError> {
     raw.parse::<Permission>()
-        .map_err(|e| OpError::Invalid(format!("{flag}: {e}")))
+        .map_err(|e| OpError::invalid(format!("{flag}: {e}")))
 }
 
 fn user_output(m: &Member, text: String) -> Output {
@@ -156,8 +156,8 @@ pub async fn run(rt: &Runtime, command: UserCommand) -> Result<Output, OpError> 
                     (parse_permission("--reset", &p)?, PermissionChange::Reset)
                 }
                 _ => {
-                    return Err(OpError::Invalid(
-                        "give exactly one of --grant, --revoke or --reset".into(),
+                    return Err(OpError::invalid(
+                        "give exactly one of --grant, --revoke or --reset",
                     ));
                 }
             };

@@ -20,9 +20,9 @@ pub async fn create_contact(
     phone: &str,
     name: Option<&str>,
 ) -> OpResult<Contact> {
-    let phone = Phone::parse(phone).map_err(|e| OpError::Invalid(format!("--phone: {e}")))?;
+    let phone = Phone::parse(phone).map_err(|e| OpError::invalid_field("phone", e.to_string()))?;
     let name = name
-        .map(|n| validate_contact_name(n).map_err(|e| OpError::Invalid(format!("--name: {e}"))))
+        .map(|n| validate_contact_name(n).map_err(|e| OpError::invalid_field("name", e)))
         .transpose()?;
     super::orgs::require_org(store, org_id).await?;
     let now = clock.now();
@@ -48,11 +48,12 @@ pub async fn create_contact(
         )
         .await
         .map_err(|e| match e {
-            StoreError::UniqueViolation(_) => OpError::Conflict(format!(
-                "--phone: organization {org_id} already has a contact with {phone}"
-            )),
+            StoreError::UniqueViolation(_) => OpError::conflict_field(
+                "phone",
+                format!("organization {org_id} already has a contact with {phone}"),
+            ),
             StoreError::ForeignKeyViolation => {
-                OpError::NotFound(format!("organization {org_id} does not exist"))
+                OpError::not_found(format!("organization {org_id} does not exist"))
             }
             other => other.into(),
         })

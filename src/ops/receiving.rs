@@ -63,11 +63,11 @@ pub async fn ingest(
 
 async fn sandbox_channel(store: &dyn Store, id: i64) -> OpResult<Channel> {
     let channel = store.get_channel(id).await.map_err(|e| match e {
-        StoreError::NotFound => OpError::NotFound(format!("channel {id} does not exist")),
+        StoreError::NotFound => OpError::not_found(format!("channel {id} does not exist")),
         other => other.into(),
     })?;
     if channel.channel_type != ChannelType::Sandbox {
-        return Err(OpError::Invalid(format!(
+        return Err(OpError::invalid(format!(
             "channel {id} is a {} channel; the sandbox tools work on sandbox channels only",
             channel.channel_type
         )));
@@ -85,11 +85,12 @@ pub async fn sandbox_inbound(
     text: &str,
     at: Option<Timestamp>,
 ) -> OpResult<MessageRecord> {
-    let phone = Phone::parse(from).map_err(|e| OpError::Invalid(format!("--from: {e}")))?;
+    let phone = Phone::parse(from).map_err(|e| OpError::invalid_field("from", e.to_string()))?;
     if text.trim().is_empty() || text.contains('\0') || text.chars().count() > MAX_TEXT_CHARS {
-        return Err(OpError::Invalid(format!(
-            "--text: expected 1 to {MAX_TEXT_CHARS} characters"
-        )));
+        return Err(OpError::invalid_field(
+            "text",
+            format!("expected 1 to {MAX_TEXT_CHARS} characters"),
+        ));
     }
     let channel = sandbox_channel(store, channel_id).await?;
     let outcome = ingest(
@@ -113,7 +114,7 @@ pub async fn sandbox_inbound(
     .await?;
     match outcome.messages.into_iter().next() {
         Some(InboundOutcome::Stored(r)) => Ok(r.message.clone()),
-        _ => Err(OpError::Conflict("the message was not stored".into())),
+        _ => Err(OpError::conflict("the message was not stored")),
     }
 }
 
@@ -126,12 +127,12 @@ pub async fn sandbox_status(
     error: Option<String>,
 ) -> OpResult<MessageRecord> {
     let message = store.get_message(message_id).await.map_err(|e| match e {
-        StoreError::NotFound => OpError::NotFound(format!("message {message_id} does not exist")),
+        StoreError::NotFound => OpError::not_found(format!("message {message_id} does not exist")),
         other => other.into(),
     })?;
     let channel = sandbox_channel(store, message.channel.id).await?;
     if message.direction != Direction::Outbound {
-        return Err(OpError::Invalid(format!(
+        return Err(OpError::invalid(format!(
             "message {message_id} is inbound; only outbound messages change status"
         )));
     }
@@ -160,11 +161,11 @@ pub async fn sandbox_status(
         .await?;
     match outcome.statuses.into_iter().next() {
         Some(StatusOutcome::Applied { message, .. }) => Ok(message),
-        Some(StatusOutcome::Ignored { message }) => Err(OpError::Conflict(format!(
+        Some(StatusOutcome::Ignored { message }) => Err(OpError::conflict(format!(
             "message {message_id} is {}; it cannot move to {status} (statuses only move forward: sent, delivered, read; failed before delivery)",
             message.status
         ))),
-        _ => Err(OpError::NotFound(format!(
+        _ => Err(OpError::not_found(format!(
             "message {message_id} does not exist"
         ))),
     }

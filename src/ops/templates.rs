@@ -56,21 +56,21 @@ pub struct UpdateTemplate {
 }
 
 /// A category or status flag, in any case (`utility`, `UTILITY`).
-fn parse_flag<T: std::str::FromStr<Err = String>>(flag: &str, v: &str) -> OpResult<T> {
+fn parse_flag<T: std::str::FromStr<Err = String>>(field: &str, v: &str) -> OpResult<T> {
     v.trim()
         .to_ascii_lowercase()
         .parse::<T>()
-        .map_err(|e| OpError::Invalid(format!("{flag}: {e}")))
+        .map_err(|e| OpError::invalid_field(field, e))
 }
 
 /// Checks component definitions; returns them (as an array) with the body parameter count.
 fn components_arg(v: Value) -> OpResult<(Value, Option<i64>)> {
-    let def = parse_definition(&v, "--components").map_err(|e| {
+    let def = parse_definition(&v, "components").map_err(|e| {
         let first =
             e.0.first()
                 .cloned()
-                .unwrap_or_else(|| FieldError::new("--components", "invalid"));
-        OpError::Invalid(format!("{}: {}", first.field, first.issue))
+                .unwrap_or_else(|| FieldError::new("components", "invalid"));
+        OpError::invalid_field(first.field, first.issue)
     })?;
     let v = if v.is_null() { json!([]) } else { v };
     Ok((v, def.map(|d| d.body_parameters as i64)))
@@ -108,16 +108,15 @@ pub async fn create_template(
     input: CreateTemplate,
     actor: Actor,
 ) -> OpResult<TemplateRecord> {
-    validate_name(&input.name).map_err(|e| OpError::Invalid(format!("--name: {e}")))?;
-    validate_language(&input.language).map_err(|e| OpError::Invalid(format!("--language: {e}")))?;
-    let category: TemplateCategory = parse_flag("--category", &input.category)?;
+    validate_name(&input.name).map_err(|e| OpError::invalid_field("name", e))?;
+    validate_language(&input.language).map_err(|e| OpError::invalid_field("language", e))?;
+    let category: TemplateCategory = parse_flag("category", &input.category)?;
     let status: TemplateStatus = match &input.status {
-        Some(s) => parse_flag("--status", s)?,
+        Some(s) => parse_flag("status", s)?,
         None => TemplateStatus::Approved,
     };
     if let Some(p) = &input.provider_template_id {
-        validate_provider_id(p)
-            .map_err(|e| OpError::Invalid(format!("--provider-template-id: {e}")))?;
+        validate_provider_id(p).map_err(|e| OpError::invalid_field("provider_template_id", e))?;
     }
     let (components, body_parameters) = components_arg(input.components.unwrap_or(json!([])))?;
     let channel = store
@@ -125,15 +124,18 @@ pub async fn create_template(
         .await
         .map_err(|e| match e {
             StoreError::NotFound => {
-                OpError::NotFound(format!("channel {} does not exist", input.channel_id))
+                OpError::not_found(format!("channel {} does not exist", input.channel_id))
             }
             other => other.into(),
         })?;
     if !channel.channel_type.is_template_capable() {
-        return Err(OpError::Invalid(format!(
-            "--channel: channel {} is a {} channel; templates belong to whatsapp_cloud channels",
-            channel.id, channel.channel_type
-        )));
+        return Err(OpError::invalid_field(
+            "channel_id",
+            format!(
+                "channel {} is a {} channel; templates belong to whatsapp_cloud channels",
+                channel.id, channel.channel_type
+            ),
+        ));
     }
     let (name, language) = (input.name.clone(), input.language.clone());
     let created = store
@@ -169,49 +171,50 @@ pub async fn create_template(
                 .await?
                 .iter()
                 .any(|t| t.name == name && t.language == language);
-            Err(OpError::Conflict(if taken {
-                format!(
+            Err(if taken {
+                OpError::conflict(format!(
                     "channel {} already has a template `{name}` in {language}",
                     channel.id
-                )
+                ))
             } else {
-                format!(
-                    "--provider-template-id: another template of channel {} has this provider id",
-                    channel.id
+                OpError::conflict_field(
+                    "provider_template_id",
+                    format!(
+                        "another template of channel {} has this provider id",
+                        channel.id
+                    ),
                 )
-            }))
+            })
         }
         Err(other) => Err(other.into()),
     }
 }
 
-/// `admin template update`.
+/// `admin template update`: at least one change.
 pub async fn update_template(
     store: &dyn Store,
     clock: &dyn Clock,
-    uuid: &str,
+    uuid: Uuid,
     input: UpdateTemplate,
     actor: Actor,
 ) -> OpResult<TemplateRecord> {
-    let uuid = Uuid::parse_str(uuid.trim())
-        .map_err(|_| OpError::Invalid("UUID: expected a template UUID".into()))?;
     let patch = TemplatePatch {
         category: input
             .category
             .as_deref()
-            .map(|c| parse_flag("--category", c))
+            .map(|c| parse_flag("category", c))
             .transpose()?,
         status: input
             .status
             .as_deref()
-            .map(|s| parse_flag("--status", s))
+            .map(|s| parse_flag("status", s))
             .transpose()?,
         active: input.active,
         components: input.components.map(components_arg).transpose()?,
         provider_template_id: match input.provider_template_id {
             Some(p) => {
                 validate_provider_id(&p)
-                    .map_err(|e| OpError::Invalid(format!("--provider-template-id: {e}")))?;
+                    .map_err(|e| OpError::invalid_field("provider_template_id", e))?;
                 Some(p)
             }
             None => None,
@@ -223,8 +226,8 @@ pub async fn update_template(
         && patch.components.is_none()
         && patch.provider_template_id.is_none()
     {
-        return Err(OpError::Invalid(
-            "nothing to change: give --status, --active, --inactive, --category, --components or --provider-template-id".into(),
+        return Err(OpError::invalid(
+            "nothing to change: give a category, status, activity, components or provider template id",
         ));
     }
     let change = store
@@ -260,10 +263,10 @@ pub async fn update_template(
         )
         .await
         .map_err(|e| match e {
-            StoreError::NotFound => OpError::NotFound(format!("template {uuid} does not exist")),
-            StoreError::UniqueViolation(_) => OpError::Conflict(
-                "--provider-template-id: another template of the channel has this provider id"
-                    .into(),
+            StoreError::NotFound => OpError::not_found(format!("template {uuid} does not exist")),
+            StoreError::UniqueViolation(_) => OpError::conflict_field(
+                "provider_template_id",
+                "another template of the channel has this provider id",
             ),
             other => other.into(),
         })?;
@@ -273,7 +276,7 @@ pub async fn update_template(
 /// `admin template list`.
 pub async fn list_templates(store: &dyn Store, channel_id: i64) -> OpResult<Vec<TemplateRecord>> {
     store.get_channel(channel_id).await.map_err(|e| match e {
-        StoreError::NotFound => OpError::NotFound(format!("channel {channel_id} does not exist")),
+        StoreError::NotFound => OpError::not_found(format!("channel {channel_id} does not exist")),
         other => other.into(),
     })?;
     Ok(store.list_channel_templates(channel_id).await?)
