@@ -70,6 +70,7 @@ pub async fn send(
 #[utoipa::path(
     post,
     path = "/api/send/media",
+    operation_id = "legacy_send_media",
     tag = "legacy",
     security(("bearer" = ["messages:write"])),
     params(("Idempotency-Key" = Option<String>, Header, description = "Optional here (required on v1); honoured when present.")),
@@ -106,6 +107,7 @@ pub async fn send_media(
 #[utoipa::path(
     post,
     path = "/api/send/template",
+    operation_id = "legacy_send_template",
     tag = "legacy",
     security(("bearer" = ["messages:write"])),
     params(("Idempotency-Key" = Option<String>, Header, description = "Optional here (required on v1); honoured when present.")),
@@ -141,6 +143,7 @@ pub async fn send_template(
 #[utoipa::path(
     get,
     path = "/api/messages",
+    operation_id = "legacy_list_messages",
     tag = "legacy",
     security(("bearer" = ["messages:read"])),
     params(
@@ -173,6 +176,7 @@ pub async fn list_messages(
 #[utoipa::path(
     get,
     path = "/api/channels",
+    operation_id = "legacy_list_channels",
     tag = "legacy",
     security(("bearer" = ["channels:read"])),
     responses(

@@ -13,6 +13,7 @@ use crate::http::pagination::Page;
 #[utoipa::path(
     get,
     path = "/api/v1/integrations/webhook-events",
+    operation_id = "list_webhook_events",
     tag = "webhooks",
     security(("bearer" = ["webhooks:read"])),
     responses((status = 200, description = "All 146 events, in one page.", body = Page<EventType>))
