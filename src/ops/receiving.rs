@@ -8,11 +8,12 @@ use crate::providers::ParsedCallback;
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{Channel, ChannelType};
 use switchboard_domain::clock::Clock;
+use switchboard_domain::contact::InboundSender;
 use switchboard_domain::message::{Direction, MAX_TEXT_CHARS, MessageStatus, MessageType};
 use switchboard_domain::phone::Phone;
 use switchboard_store::{
-    BatchOutcome, InboundOutcome, InboundSender, MessageRecord, MessageRef, NewInbound, NewStatus,
-    ProviderBatch, StatusOutcome, Store, StoreError,
+    BatchOutcome, InboundOutcome, InboundSender as StoredSender, MessageRecord, MessageRef,
+    NewInbound, NewStatus, ProviderBatch, StatusOutcome, Store, StoreError,
 };
 
 use super::message_events::batch_effects;
@@ -33,7 +34,11 @@ pub async fn ingest(
             .messages
             .into_iter()
             .map(|m| NewInbound {
-                sender: m.sender,
+                // The store has its own copy of the sender type (providers do not use the store).
+                sender: match m.sender {
+                    InboundSender::Phone(phone) => StoredSender::Phone(phone),
+                    InboundSender::Telegram { chat_id } => StoredSender::Telegram { chat_id },
+                },
                 profile_name: m.profile_name,
                 uuid: Uuid::now_v7(),
                 message_type: m.message_type,
