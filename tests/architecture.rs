@@ -10,7 +10,10 @@
 //! * `src/providers` must not use `crate::http`, `crate::ops`, `crate::cli` or the store crate;
 //! * `src/webhooks` must not use `crate::http`, `crate::ops` or `crate::cli`;
 //! * `src/views` must not use `crate::http`, `crate::ops` or `crate::cli`;
-//! * `src/http` must not use `crate::cli`.
+//! * `src/http` must not use `crate::cli`;
+//! * no two sibling modules under `src/ops` or `src/http` use each other, directly or round a
+//!   longer circle (`ops::sending` and `ops::templates`, `http::messages::send` and
+//!   `http::messages::requests`, ...).
 //!
 //! The scan reads every `.rs` file under `src/`, drops comments, strings and character
 //! literals, and resolves each path that starts with `crate::`, `super::` or `self::` (also
@@ -159,17 +162,31 @@ fn skip_string(chars: &[char], mut i: usize, hashes: usize, line: &mut usize) ->
     i
 }
 
-/// One use of a top-level module (or of the store crate) at a line.
+/// One path a file uses, resolved from the crate root (`["ops", "sending", "send"]`), or the
+/// store crate (`["switchboard_store"]`), at a line.
 #[derive(Debug, PartialEq, Eq)]
 struct Reference {
-    target: String,
-    path: String,
+    segments: Vec<String>,
     line: usize,
 }
 
-/// Every top-level module a file at `module` (its path inside the crate, e.g. `["ops",
-/// "sending", "plain"]`) names through `crate::`, `super::` or `self::`, and every use of the
-/// store crate.
+impl Reference {
+    /// The top-level module (or the store crate) it names.
+    fn target(&self) -> &str {
+        self.segments.first().map(String::as_str).unwrap_or("")
+    }
+
+    fn path(&self) -> String {
+        match self.target() {
+            "switchboard_store" => self.segments.join("::"),
+            _ => format!("crate::{}", self.segments.join("::")),
+        }
+    }
+}
+
+/// Every path a file at `module` (its path inside the crate, e.g. `["ops", "sending",
+/// "plain"]`) uses through `crate::`, `super::` or `self::` (each element of a `use ...::{...}`
+/// group on its own), and every use of the store crate.
 fn references(source: &str, module: &[String]) -> Vec<Reference> {
     let toks = tokens(source);
     let text = |k: usize| toks.get(k).map(|t| t.text.as_str()).unwrap_or("");
@@ -179,13 +196,11 @@ fn references(source: &str, module: &[String]) -> Vec<Reference> {
         let after_path = k > 0 && text(k - 1) == "::";
         match text(k) {
             "switchboard_store" if !after_path => out.push(Reference {
-                target: "switchboard_store".into(),
-                path: "switchboard_store".into(),
+                segments: vec!["switchboard_store".into()],
                 line: toks[k].line,
             }),
             "crate" | "super" | "self" if !after_path && text(k + 1) == "::" => {
                 // Resolve the prefix (`crate::`, `super::super::`, `self::`) to a module path.
-                let line = toks[k].line;
                 let mut base: Vec<String> = match text(k) {
                     "crate" => Vec::new(),
                     _ => module.to_vec(),
@@ -196,48 +211,9 @@ fn references(source: &str, module: &[String]) -> Vec<Reference> {
                     base.pop();
                     j += 2;
                 }
-                let prefix = || {
-                    let mut p = vec!["crate".to_owned()];
-                    p.extend(base.iter().cloned());
-                    p.join("::")
-                };
-                if let Some(first) = base.first() {
-                    out.push(Reference {
-                        target: first.clone(),
-                        path: format!("{}::{}", prefix(), rest_of_path(&toks, j)),
-                        line,
-                    });
-                } else if text(j) == "{" {
-                    // `use crate::{a::b, c, d::{e, f}}`: the first segment of each element.
-                    let mut depth = 0;
-                    let mut expect_first = true;
-                    j += 1;
-                    while j < toks.len() {
-                        match text(j) {
-                            "{" => depth += 1,
-                            "}" if depth == 0 => break,
-                            "}" => depth -= 1,
-                            "," if depth == 0 => expect_first = true,
-                            name if expect_first && depth == 0 => {
-                                expect_first = false;
-                                out.push(Reference {
-                                    target: name.to_owned(),
-                                    path: format!("crate::{name}"),
-                                    line: toks[j].line,
-                                });
-                            }
-                            _ => {}
-                        }
-                        j += 1;
-                    }
-                } else {
-                    out.push(Reference {
-                        target: text(j).to_owned(),
-                        path: format!("crate::{}", rest_of_path(&toks, j)),
-                        line,
-                    });
-                }
-                k = j;
+                // Braces after a path are a group in a `use`, a struct literal elsewhere.
+                let in_use = k > 0 && text(k - 1) == "use";
+                k = expand(&toks, j, base, in_use, &mut out);
                 continue;
             }
             _ => {}
@@ -247,20 +223,63 @@ fn references(source: &str, module: &[String]) -> Vec<Reference> {
     out
 }
 
-/// The path from token `j` on: `a::b::c` (up to what is not a name or `::`).
-fn rest_of_path(toks: &[Token], mut j: usize) -> String {
-    let mut out = String::new();
-    let mut want_name = true;
-    while let Some(t) = toks.get(j) {
-        let is_name = t.text.chars().all(|c| c.is_alphanumeric() || c == '_');
-        match (want_name, is_name, t.text == "::") {
-            (true, true, _) | (false, _, true) => out.push_str(&t.text),
-            _ => break,
+/// Reads the path from token `j` on, below `base`, into `out` (in a `use`, a `{...}` group
+/// gives one reference per element, nested groups too); returns the index after it.
+fn expand(
+    toks: &[Token],
+    mut j: usize,
+    base: Vec<String>,
+    groups: bool,
+    out: &mut Vec<Reference>,
+) -> usize {
+    let text = |k: usize| toks.get(k).map(|t| t.text.as_str()).unwrap_or("");
+    let is_name = |k: usize| {
+        let t = text(k);
+        !t.is_empty() && t.chars().all(|c| c.is_alphanumeric() || c == '_')
+    };
+    let line = toks.get(j).map(|t| t.line).unwrap_or(0);
+    let mut segments = base;
+    while is_name(j) {
+        segments.push(text(j).to_owned());
+        if text(j + 1) == "::" {
+            j += 2;
+        } else {
+            j += 1;
+            break;
         }
-        want_name = !want_name;
-        j += 1;
     }
-    out.trim_end_matches("::").to_owned()
+    if !groups || text(j) != "{" {
+        if !segments.is_empty() {
+            out.push(Reference { segments, line });
+        }
+        return j;
+    }
+    j += 1;
+    while j < toks.len() && text(j) != "}" {
+        match text(j) {
+            "," => j += 1,
+            "self" => {
+                // `{self, ...}`: the group's own path.
+                out.push(Reference {
+                    segments: segments.clone(),
+                    line: toks[j].line,
+                });
+                j += 1;
+            }
+            _ => {
+                let before = j;
+                j = expand(toks, j, segments.clone(), true, out);
+                // Skip what follows an element (`as Alias`, `*`) up to its comma.
+                while j < toks.len() && !matches!(text(j), "," | "}") {
+                    j += 1;
+                }
+                if j == before {
+                    j += 1;
+                }
+            }
+        }
+    }
+    j + 1
 }
 
 /// A file's module path inside the crate: `src/ops/sending/plain.rs` is `ops::sending::plain`,
@@ -310,8 +329,8 @@ fn violations(src: &Path) -> Vec<String> {
         let source = std::fs::read_to_string(&file)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
         for r in references(&source, &module) {
-            if forbidden.contains(&r.target.as_str()) {
-                let what = match r.target.as_str() {
+            if forbidden.contains(&r.target()) {
+                let what = match r.target() {
                     "switchboard_store" => "the store crate".to_owned(),
                     other => format!("crate::{other}, a layer above it"),
                 };
@@ -321,12 +340,130 @@ fn violations(src: &Path) -> Vec<String> {
                         .unwrap_or(&file)
                         .display(),
                     r.line,
-                    r.path,
+                    r.path(),
                 ));
             }
         }
     }
     found
+}
+
+/// Whether `path` (from the crate root) is a module file under `src`.
+fn is_module(src: &Path, path: &[String]) -> bool {
+    let dir: PathBuf = path.iter().collect();
+    src.join(&dir).with_extension("rs").is_file() || src.join(&dir).join("mod.rs").is_file()
+}
+
+/// Import cycles between sibling modules (`ops::sending` and `ops::templates`,
+/// `http::messages::send` and `http::messages::requests`, ...) anywhere under `layers`: a use
+/// from inside one sibling of anything inside another is an edge between the two.
+fn cycles(src: &Path, layers: &[&str]) -> Vec<String> {
+    use std::collections::BTreeMap;
+    // parent module -> (from child -> (to child -> where))
+    type Edges = BTreeMap<String, BTreeMap<String, String>>;
+    let mut graphs: BTreeMap<Vec<String>, Edges> = BTreeMap::new();
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    for file in files {
+        let module = module_path(src, &file);
+        if !module.first().is_some_and(|l| layers.contains(&l.as_str())) {
+            continue;
+        }
+        let source = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+        for r in references(&source, &module) {
+            let common = module
+                .iter()
+                .zip(&r.segments)
+                .take_while(|(a, b)| a == b)
+                .count();
+            let (Some(from), Some(to)) = (module.get(common), r.segments.get(common)) else {
+                continue;
+            };
+            if !is_module(src, &r.segments[..=common]) {
+                continue;
+            }
+            let place = format!(
+                "{}:{} uses {}",
+                file.strip_prefix(src.parent().unwrap_or(src))
+                    .unwrap_or(&file)
+                    .display(),
+                r.line,
+                r.path()
+            );
+            graphs
+                .entry(module[..common].to_vec())
+                .or_default()
+                .entry(from.clone())
+                .or_default()
+                .entry(to.clone())
+                .or_insert(place);
+        }
+    }
+    let mut found = Vec::new();
+    let mut reported: Vec<(Vec<String>, Vec<String>)> = Vec::new();
+    for (parent, edges) in &graphs {
+        // Depth-first search for a path back to the start.
+        fn back(
+            edges: &Edges,
+            start: &str,
+            at: &str,
+            trail: &mut Vec<String>,
+            seen: &mut Vec<String>,
+        ) -> bool {
+            for next in edges.get(at).map(|m| m.keys()).into_iter().flatten() {
+                if next == start {
+                    trail.push(next.clone());
+                    return true;
+                }
+                if seen.contains(next) {
+                    continue;
+                }
+                seen.push(next.clone());
+                trail.push(next.clone());
+                if back(edges, start, next, trail, seen) {
+                    return true;
+                }
+                trail.pop();
+            }
+            false
+        }
+        for start in edges.keys() {
+            let mut trail = vec![start.clone()];
+            if back(edges, start, start, &mut trail, &mut Vec::new()) {
+                // Once per cycle, whichever module it is found from.
+                let mut members = trail.clone();
+                members.sort();
+                members.dedup();
+                if reported.contains(&(parent.clone(), members.clone())) {
+                    continue;
+                }
+                reported.push((parent.clone(), members));
+                let places: Vec<&str> = trail
+                    .windows(2)
+                    .map(|w| edges[&w[0]][&w[1]].as_str())
+                    .collect();
+                found.push(format!(
+                    "crate::{}: {} ({})",
+                    parent.join("::"),
+                    trail.join(" -> "),
+                    places.join("; ")
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_import_cycles_between_sibling_modules_of_ops_and_http() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = cycles(&src, &["ops", "http"]);
+    assert!(
+        found.is_empty(),
+        "import cycles (see tests/architecture.rs):\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
@@ -348,15 +485,41 @@ fn the_scanner_resolves_paths_and_skips_comments_and_strings() {
             &["ops".to_owned(), "sending".to_owned(), "plain".to_owned()],
         )
         .into_iter()
-        .map(|r| format!("{}@{}", r.target, r.line))
+        .map(|r| format!("{}@{}", r.target(), r.line))
         .collect()
     };
     assert_eq!(ops("use crate::http::messages::send_error;"), ["http@1"]);
-    let paths: Vec<String> = references("use crate::http::AppState as S;", &[])
-        .into_iter()
-        .map(|r| r.path)
-        .collect();
-    assert_eq!(paths, ["crate::http::AppState"]);
+    let paths = |s: &str, module: &[&str]| -> Vec<String> {
+        let module: Vec<String> = module.iter().map(|m| m.to_string()).collect();
+        references(s, &module).iter().map(Reference::path).collect()
+    };
+    assert_eq!(
+        paths("use crate::http::AppState as S;", &[]),
+        ["crate::http::AppState"]
+    );
+    assert_eq!(
+        paths(
+            "use super::{error::SendError, plain::{send, SendInput as I}, self};",
+            &["ops", "sending", "flow"]
+        ),
+        [
+            "crate::ops::sending::error::SendError",
+            "crate::ops::sending::plain::send",
+            "crate::ops::sending::plain::SendInput",
+            "crate::ops::sending"
+        ]
+    );
+    assert_eq!(
+        paths("use crate::ops::{self, OpError};", &["cli", "admin"]),
+        ["crate::ops", "crate::ops::OpError"]
+    );
+    assert_eq!(
+        paths(
+            "let c = crate::ops::Ctx { a: crate::http::x(), b: 1 };",
+            &[]
+        ),
+        ["crate::ops::Ctx", "crate::http::x"]
+    );
     assert_eq!(
         ops("use crate::{\n    views::messages::MessageOut,\n    cli::admin, store};"),
         ["views@2", "cli@3", "store@3"]
