@@ -13,7 +13,9 @@
 //! * `src/http` must not use `crate::cli`;
 //! * no two sibling modules under `src/ops` or `src/http` use each other, directly or round a
 //!   longer circle (`ops::sending` and `ops::templates`, `http::messages::send` and
-//!   `http::messages::requests`, ...).
+//!   `http::messages::requests`, ...);
+//! * `src/http` builds no effects of a change (`Effects`, `NewEvent`): the use case in `ops`
+//!   that makes a change describes what it causes.
 //!
 //! The scan reads every `.rs` file under `src/`, drops comments, strings and character
 //! literals, and resolves each path that starts with `crate::`, `super::` or `self::` (also
@@ -453,6 +455,43 @@ fn cycles(src: &Path, layers: &[&str]) -> Vec<String> {
         }
     }
     found
+}
+
+/// Where `src/http` names what a change causes (events, log entries): ops describes the effects
+/// of a change and writes them with it (the outbox), handlers call ops.
+fn effects_in_http(src: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(&src.join("http"), &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let source = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+        for t in tokens(&source) {
+            // (`OrgEvent` is also what the organization log is read as: not a sign.)
+            if matches!(t.text.as_str(), "Effects" | "NewEvent") {
+                found.push(format!(
+                    "{}:{}: `{}`: the effects of a change are ops's to describe",
+                    file.strip_prefix(src.parent().unwrap_or(src))
+                        .unwrap_or(&file)
+                        .display(),
+                    t.line,
+                    t.text
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn http_writes_no_events_of_its_own() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = effects_in_http(&src);
+    assert!(
+        found.is_empty(),
+        "events built in http (see tests/architecture.rs):\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]

@@ -30,7 +30,7 @@ use switchboard_domain::clock::SharedClock;
 use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_domain::template::parse_request_template;
 use switchboard_store::legacy::{
-    CampaignRecord, ClaimedRecipient, RecipientOutcome, RecipientStatus,
+    CampaignRecord, ClaimedRecipient, NewCampaign, RecipientOutcome, RecipientStatus,
 };
 use switchboard_store::{ClaimOutcome, IdempotencyClaim, SharedStore, StoredResponse};
 
@@ -39,15 +39,34 @@ const BATCH: i64 = 16;
 /// How often an idle worker looks for work.
 const POLL: Duration = Duration::from_millis(200);
 
-/// The event of a finished (or started) campaign.
-pub fn campaign_event(name: &str, c: &CampaignRecord, data: Value) -> NewEvent {
+/// The event of a campaign: `campaign.scheduled` and `campaign.started` when it is created,
+/// `campaign.completed` or `campaign.failed` when its last recipient is done.
+fn campaign_event(name: &str, c: &CampaignRecord) -> NewEvent {
     NewEvent::new(
         c.org_id,
         name,
-        json!({ "campaign_uuid": c.uuid, "campaign": data }),
+        json!({ "campaign_uuid": c.uuid, "campaign": describe(c) }),
         None,
         c.updated_at,
     )
+}
+
+/// Stores a campaign checked by the caller (`POST /api/campaigns`) with its pending recipients,
+/// and `campaign.scheduled` and `campaign.started`, in one transaction; the worker sends it.
+pub async fn create_campaign(
+    store: &dyn switchboard_store::Store,
+    new: NewCampaign,
+) -> Result<CampaignRecord, switchboard_store::StoreError> {
+    store
+        .create_campaign(
+            new,
+            Box::new(|c| {
+                Effects::none()
+                    .event(campaign_event("campaign.scheduled", c))
+                    .event(campaign_event("campaign.started", c))
+            }),
+        )
+        .await
 }
 
 /// What the worker needs.
@@ -122,7 +141,7 @@ impl CampaignWorker {
                         0 => "campaign.failed",
                         _ => "campaign.completed",
                     };
-                    Effects::none().event(campaign_event(name, campaign, describe(campaign)))
+                    Effects::none().event(campaign_event(name, campaign))
                 }),
             )
             .await;

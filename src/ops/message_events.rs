@@ -5,11 +5,15 @@
 //!   `failed` when the provider rejected it);
 //! * `message.received`: every new inbound message;
 //! * `message.status.update`: every status change of an outbound message;
-//! * `contact.created`, `conversation.created`: when a send or an inbound message creates them.
+//! * `contact.created`, `conversation.created`: when a send or an inbound message creates them;
+//! * `contact.created`, `contact.updated`, `contact.deleted`: the contact changes of
+//!   `super::contacts`.
 
 use serde_json::{Value, json};
 
 use crate::views::messages::{ContactOut, ConversationOut, MessageOut};
+use switchboard_domain::Timestamp;
+use switchboard_domain::contact::Contact;
 use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_store::{BatchChange, MessageRecord, RecordedOutbound};
 
@@ -63,6 +67,17 @@ pub(crate) fn recorded_effects(r: &RecordedOutbound, name: &str) -> Effects {
         channel,
         m.updated_at,
     ))
+}
+
+/// `name` (`contact.created`, `contact.updated`, `contact.deleted`) for a contact.
+pub(crate) fn contact_event(name: &str, c: &Contact, at: Timestamp) -> NewEvent {
+    NewEvent::new(
+        c.org_id,
+        name,
+        json!({ "contact_uuid": c.uuid, "contact": ContactOut::from(c) }),
+        None,
+        at,
+    )
 }
 
 pub(crate) fn batch_effects(change: BatchChange<'_>) -> Effects {

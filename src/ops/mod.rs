@@ -5,6 +5,7 @@ pub mod campaigns;
 pub mod channels;
 pub mod contacts;
 pub mod flows;
+pub mod groups;
 pub mod keys;
 pub mod message_events;
 pub mod orgs;

@@ -7,5 +7,6 @@
 //! envelopes, error bodies) live with their handlers in `http`.
 
 pub mod campaigns;
+pub mod groups;
 pub mod messages;
 pub mod templates;

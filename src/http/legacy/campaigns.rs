@@ -22,10 +22,9 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::http::messages::send_error;
-use crate::ops::campaigns::campaign_event;
+use crate::ops::campaigns;
 use crate::ops::sending::{CatalogRequest, validate_catalog_send};
-use crate::views::campaigns::{CampaignOut, RecipientOut, describe};
-use switchboard_domain::event::Effects;
+use crate::views::campaigns::{CampaignOut, RecipientOut};
 use switchboard_domain::scope::Scope;
 use switchboard_domain::template::{parse_consent, parse_request_template, purpose_allows};
 use switchboard_domain::{FieldError, ValidationErrors};
@@ -318,17 +317,7 @@ pub async fn create_campaign(
         recipients,
         now,
     };
-    let campaign = state
-        .store
-        .create_campaign(
-            new,
-            Box::new(|c| {
-                Effects::none()
-                    .event(campaign_event("campaign.scheduled", c, describe(c)))
-                    .event(campaign_event("campaign.started", c, describe(c)))
-            }),
-        )
-        .await?;
+    let campaign = campaigns::create_campaign(state.store.as_ref(), new).await?;
     Ok((StatusCode::ACCEPTED, Json(CampaignOut::from(&campaign))))
 }
 
