@@ -20,7 +20,7 @@ use switchboard_store::StoreError;
 /// Why an operation was refused. `field` names the input the refusal concerns, when one does,
 /// by the operation's own name for it (`name`, `provider_template_id`, `components[0].type`;
 /// inputs checked together are joined by `/`, e.g. `params/language`). Callers say it in their
-/// own terms: the admin tools as the `--flag` it came from (`cli::admin::error_line`).
+/// own terms: the admin tools as the `--flag` it came from (`cli::wording::error_line`).
 #[derive(Debug)]
 pub enum OpError {
     /// The input breaks a rule.
