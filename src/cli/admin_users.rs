@@ -130,7 +130,15 @@ pub async fn run(rt: &Runtime, command: UserCommand) -> Result<Output, OpError> 
                 },
                 Actor::Admin,
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // The one conflict of adding a member: it is one already.
+                OpError::Conflict { field, message } => OpError::Conflict {
+                    field,
+                    message: format!("{message}; use `admin user role` to change the role"),
+                },
+                e => e,
+            })?;
             Ok(user_output(&m, format!("added {}", describe(&m))))
         }
         UserCommand::Role { org, email, role } => {

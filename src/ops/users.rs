@@ -116,7 +116,7 @@ pub async fn add_user(
         .await
         .map_err(|e| match e {
             StoreError::Conflict(_) => OpError::conflict(format!(
-                "{email} is already a member of organization {}; use `admin user role` to change the role",
+                "{email} is already a member of organization {}",
                 input.org_id
             )),
             other => other.into(),
