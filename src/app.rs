@@ -155,7 +155,6 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         providers: state.providers.clone(),
         config: rt.config.clone(),
         cache: config_cache.clone(),
-        describe: crate::http::legacy::campaigns::describe,
     };
     tasks.spawn(campaigns.run(shutdown.clone()));
     tasks.spawn(crate::cache::run_poller(

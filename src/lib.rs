@@ -15,6 +15,8 @@
 //! * [`webhooks`]: URL safety at connect time and the dispatcher.
 //! * [`providers`]: one adapter per channel type behind one trait.
 //! * [`cli`]: the `switchboard` command line (`serve`, `migrate`, `admin ...`).
+//! * [`views`]: the JSON representation of each resource, shared by responses, event data
+//!   and the admin tools' `--json` output.
 //! * [`app`], [`config`], [`telemetry`], [`crypto`], [`cache`]: process-wide concerns.
 
 pub mod app;
@@ -26,4 +28,5 @@ pub mod http;
 pub mod ops;
 pub mod providers;
 pub mod telemetry;
+pub mod views;
 pub mod webhooks;

@@ -215,7 +215,7 @@ pub async fn run(args: AdminArgs, config: Config) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", super::wording::error_line(&e));
             ExitCode::FAILURE
         }
     }
@@ -261,7 +261,7 @@ async fn org(rt: &Runtime, command: OrgCommand) -> Result<Output, OpError> {
 fn parse_json_arg(flag: &str, raw: Option<String>) -> Result<Option<Value>, OpError> {
     raw.map(|s| {
         serde_json::from_str(&s)
-            .map_err(|e| OpError::Invalid(format!("{flag}: not valid JSON: {e}")))
+            .map_err(|e| OpError::invalid(format!("{flag}: not valid JSON: {e}")))
     })
     .transpose()
 }
@@ -293,7 +293,7 @@ async fn channel(rt: &Runtime, command: ChannelCommand) -> Result<Output, OpErro
         } => {
             let channel_type: ChannelType = channel_type
                 .parse()
-                .map_err(|e| OpError::Invalid(format!("--type: {e}")))?;
+                .map_err(|e| OpError::invalid(format!("--type: {e}")))?;
             let provider_config = parse_json_arg("--provider-config", provider_config)?;
             let c = ops::channels::create_channel(
                 rt.store.as_ref(),
@@ -416,13 +416,13 @@ async fn key(rt: &Runtime, command: KeyCommand) -> Result<Output, OpError> {
         } => {
             let scopes = scopes
                 .map(|s| {
-                    ScopeSet::parse_list(&s).map_err(|e| OpError::Invalid(format!("--scopes: {e}")))
+                    ScopeSet::parse_list(&s).map_err(|e| OpError::invalid(format!("--scopes: {e}")))
                 })
                 .transpose()?;
             let expires_at = expires_at
                 .map(|s| {
                     Timestamp::parse_rfc3339(&s)
-                        .map_err(|e| OpError::Invalid(format!("--expires-at: {e}")))
+                        .map_err(|e| OpError::invalid(format!("--expires-at: {e}")))
                 })
                 .transpose()?;
             if let Some(at) = expires_at.filter(|at| *at <= clock.now()) {

@@ -59,7 +59,7 @@ pub async fn run(rt: &Runtime, command: FlowCommand) -> Result<Output, OpError> 
                     params,
                 },
                 (None, None) => {
-                    return Err(OpError::Invalid("give --text or --template-uuid".into()));
+                    return Err(OpError::invalid("give --text or --template-uuid"));
                 }
             };
             let flow = create_flow(

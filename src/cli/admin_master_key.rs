@@ -45,7 +45,7 @@ async fn rotate(rt: &Runtime, new_key: Option<String>) -> Result<Output, OpError
     let generated = new_key.is_none();
     let new_key = match new_key {
         Some(hex) => {
-            MasterKey::from_hex(&hex).map_err(|e| OpError::Invalid(format!("--new-key: {e}")))?
+            MasterKey::from_hex(&hex).map_err(|e| OpError::invalid(format!("--new-key: {e}")))?
         }
         None => MasterKey::generate(),
     };
@@ -56,8 +56,8 @@ async fn rotate(rt: &Runtime, new_key: Option<String>) -> Result<Output, OpError
             .await?
             .unwrap_or_default(),
     ) {
-        return Err(OpError::Invalid(
-            "--new-key: this is already the database's master key".into(),
+        return Err(OpError::invalid(
+            "--new-key: this is already the database's master key",
         ));
     }
 
@@ -71,7 +71,7 @@ async fn rotate(rt: &Runtime, new_key: Option<String>) -> Result<Output, OpError
                 &staged,
                 format!("{}\n", new_key.to_hex()).as_bytes(),
             )
-            .map_err(|e| OpError::Invalid(format!("cannot write {}: {e}", staged.display())))?;
+            .map_err(|e| OpError::invalid(format!("cannot write {}: {e}", staged.display())))?;
             Some((staged, path.clone()))
         }
         MasterKeySource::Configured(_) => None,
@@ -100,7 +100,7 @@ async fn rotate(rt: &Runtime, new_key: Option<String>) -> Result<Output, OpError
     match staged {
         Some((staged, path)) => {
             std::fs::rename(&staged, &path).map_err(|e| {
-                OpError::Invalid(format!(
+                OpError::invalid(format!(
                     "the secrets were re-encrypted, but {} could not replace {}: {e}; move it there by hand",
                     staged.display(),
                     path.display()

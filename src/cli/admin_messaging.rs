@@ -5,8 +5,8 @@ use clap::Subcommand;
 
 use super::admin::Output;
 use crate::app::Runtime;
-use crate::ops::messages::{ContactOut, MessageOut};
 use crate::ops::{self, OpError};
+use crate::views::messages::{ContactOut, MessageOut};
 use switchboard_domain::Timestamp;
 use switchboard_domain::message::MessageStatus;
 use switchboard_store::MessageRecord;
@@ -72,7 +72,7 @@ fn message_output(m: &MessageRecord, verb: &str) -> Output {
 pub async fn contact(rt: &Runtime, command: ContactCommand) -> Result<Output, OpError> {
     match command {
         ContactCommand::Create { org, phone, name } => {
-            let c = ops::messages::create_contact(
+            let c = ops::contacts::create_contact(
                 rt.store.as_ref(),
                 rt.clock.as_ref(),
                 org,
@@ -102,10 +102,10 @@ pub async fn sandbox(rt: &Runtime, command: SandboxCommand) -> Result<Output, Op
         } => {
             let at = at
                 .map(|s| {
-                    Timestamp::parse_rfc3339(&s).map_err(|e| OpError::Invalid(format!("--at: {e}")))
+                    Timestamp::parse_rfc3339(&s).map_err(|e| OpError::invalid(format!("--at: {e}")))
                 })
                 .transpose()?;
-            let m = ops::messages::sandbox_inbound(
+            let m = ops::receiving::sandbox_inbound(
                 rt.store.as_ref(),
                 rt.clock.as_ref(),
                 channel,
@@ -126,18 +126,16 @@ pub async fn sandbox(rt: &Runtime, command: SandboxCommand) -> Result<Output, Op
                 "read" => MessageStatus::Read,
                 "failed" => MessageStatus::Failed,
                 other => {
-                    return Err(OpError::Invalid(format!(
+                    return Err(OpError::invalid(format!(
                         "--status: `{}` is not one of delivered, read, failed",
                         other.chars().take(40).collect::<String>()
                     )));
                 }
             };
             if error.is_some() && status != MessageStatus::Failed {
-                return Err(OpError::Invalid(
-                    "--error: only with --status failed".into(),
-                ));
+                return Err(OpError::invalid("--error: only with --status failed"));
             }
-            let m = ops::messages::sandbox_status(
+            let m = ops::receiving::sandbox_status(
                 rt.store.as_ref(),
                 rt.clock.as_ref(),
                 message,

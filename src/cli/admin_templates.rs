@@ -3,11 +3,13 @@
 
 use clap::Subcommand;
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 use super::admin::Output;
 use crate::app::Runtime;
-use crate::ops::templates::{CreateTemplate, TemplateOut, UpdateTemplate};
+use crate::ops::templates::{CreateTemplate, UpdateTemplate};
 use crate::ops::{self, OpError};
+use crate::views::templates::TemplateOut;
 use switchboard_domain::event::Actor;
 use switchboard_store::TemplateRecord;
 
@@ -75,7 +77,7 @@ pub enum TemplateCommand {
 fn components_arg(raw: Option<String>) -> Result<Option<Value>, OpError> {
     raw.map(|s| {
         serde_json::from_str(&s)
-            .map_err(|e| OpError::Invalid(format!("--components: not valid JSON: {e}")))
+            .map_err(|e| OpError::invalid(format!("--components: not valid JSON: {e}")))
     })
     .transpose()
 }
@@ -139,26 +141,33 @@ pub async fn run(rt: &Runtime, command: TemplateCommand) -> Result<Output, OpErr
             provider_template_id,
         } => {
             let components = components_arg(components)?;
-            let t = ops::templates::update_template(
-                store,
-                clock,
-                &uuid,
-                UpdateTemplate {
-                    category,
-                    status,
-                    active: if active {
-                        Some(true)
-                    } else if inactive {
-                        Some(false)
-                    } else {
-                        None
-                    },
-                    components,
-                    provider_template_id,
+            let uuid = Uuid::parse_str(uuid.trim())
+                .map_err(|_| OpError::invalid("UUID: expected a template UUID"))?;
+            let input = UpdateTemplate {
+                category,
+                status,
+                active: if active {
+                    Some(true)
+                } else if inactive {
+                    Some(false)
+                } else {
+                    None
                 },
-                Actor::Admin,
-            )
-            .await?;
+                components,
+                provider_template_id,
+            };
+            if input.category.is_none()
+                && input.status.is_none()
+                && input.active.is_none()
+                && input.components.is_none()
+                && input.provider_template_id.is_none()
+            {
+                return Err(OpError::invalid(
+                    "nothing to change: give --status, --active, --inactive, --category, --components or --provider-template-id",
+                ));
+            }
+            let t =
+                ops::templates::update_template(store, clock, uuid, input, Actor::Admin).await?;
             Ok(template_output(&t, "updated"))
         }
         TemplateCommand::List { channel } => {

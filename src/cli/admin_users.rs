@@ -82,12 +82,12 @@ pub enum UserCommand {
 
 fn parse_role(raw: &str) -> Result<Role, OpError> {
     raw.parse::<Role>()
-        .map_err(|e| OpError::Invalid(format!("--role: {e}")))
+        .map_err(|e| OpError::invalid(format!("--role: {e}")))
 }
 
 fn parse_permission(flag: &str, raw: &str) -> Result<Permission, OpError> {
     raw.parse::<Permission>()
-        .map_err(|e| OpError::Invalid(format!("{flag}: {e}")))
+        .map_err(|e| OpError::invalid(format!("{flag}: {e}")))
 }
 
 fn user_output(m: &Member, text: String) -> Output {
@@ -130,7 +130,15 @@ pub async fn run(rt: &Runtime, command: UserCommand) -> Result<Output, OpError> 
                 },
                 Actor::Admin,
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // The one conflict of adding a member: it is one already.
+                OpError::Conflict { field, message } => OpError::Conflict {
+                    field,
+                    message: format!("{message}; use `admin user role` to change the role"),
+                },
+                e => e,
+            })?;
             Ok(user_output(&m, format!("added {}", describe(&m))))
         }
         UserCommand::Role { org, email, role } => {
@@ -156,8 +164,8 @@ pub async fn run(rt: &Runtime, command: UserCommand) -> Result<Output, OpError> 
                     (parse_permission("--reset", &p)?, PermissionChange::Reset)
                 }
                 _ => {
-                    return Err(OpError::Invalid(
-                        "give exactly one of --grant, --revoke or --reset".into(),
+                    return Err(OpError::invalid(
+                        "give exactly one of --grant, --revoke or --reset",
                     ));
                 }
             };

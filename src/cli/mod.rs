@@ -6,6 +6,7 @@ pub mod admin_master_key;
 pub mod admin_messaging;
 pub mod admin_templates;
 pub mod admin_users;
+pub mod wording;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -230,14 +230,10 @@ impl ApiError {
 
     // ---- 422
     pub fn validation(errors: ValidationErrors) -> Self {
-        let summary = match errors.0.as_slice() {
-            [one] => format!("{}: {}", one.field, one.issue),
-            many => format!("{} fields are invalid.", many.len()),
-        };
         Self::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "validation_failed",
-            summary,
+            errors.summary(),
         )
         .with_details(json!({ "fields": errors.0 }))
     }

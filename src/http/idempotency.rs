@@ -42,9 +42,37 @@ pub const MAX_KEY_LEN: usize = 120;
 /// The largest response body kept for replay.
 const MAX_STORED_BODY: usize = 1024 * 1024;
 
-/// A valid `Idempotency-Key`.
+/// A valid `Idempotency-Key`: 1 to [`MAX_KEY_LEN`] visible ASCII characters. Only
+/// [`IdempotencyKey::parse`] makes one.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IdempotencyKey(pub String);
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// Parses a header value: 1 to [`MAX_KEY_LEN`] visible ASCII characters (the
+    /// structured-field string form `"..."` is accepted too).
+    pub fn parse(raw: &[u8]) -> Result<Self, ApiError> {
+        let raw = match raw {
+            [b'"', inner @ .., b'"'] => inner,
+            other => other,
+        };
+        match std::str::from_utf8(raw) {
+            Ok(key)
+                if !key.is_empty()
+                    && key.len() <= MAX_KEY_LEN
+                    && key.bytes().all(|b| b.is_ascii_graphic()) =>
+            {
+                Ok(IdempotencyKey(key.to_owned()))
+            }
+            _ => Err(ApiError::idempotency_key_invalid(format!(
+                "The Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters (a UUID is a good choice)."
+            ))),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
 
 /// Marks a response whose idempotency record was completed in the work's own transaction.
 #[derive(Clone, Copy, Debug)]
@@ -71,19 +99,7 @@ pub fn read_key(headers: &HeaderMap, required: bool) -> Result<Option<Idempotenc
             "Send one Idempotency-Key header, not several.",
         ));
     }
-    let raw = value.as_bytes();
-    let raw = match raw {
-        [b'"', inner @ .., b'"'] => inner,
-        other => other,
-    };
-    if raw.is_empty() || raw.len() > MAX_KEY_LEN || !raw.iter().all(u8::is_ascii_graphic) {
-        return Err(ApiError::idempotency_key_invalid(format!(
-            "The Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters (a UUID is a good choice)."
-        )));
-    }
-    Ok(Some(IdempotencyKey(
-        String::from_utf8(raw.to_vec()).expect("ASCII"),
-    )))
+    IdempotencyKey::parse(value.as_bytes()).map(Some)
 }
 
 /// The fingerprint of a request: SHA-256 over method, path and the raw body.
@@ -179,7 +195,7 @@ where
     let fingerprint = fingerprint(method, path, body);
     let claim = IdempotencyClaim {
         api_key_id: principal.key_id,
-        key: key.0.clone(),
+        key: key.as_str().to_owned(),
         method: method.as_str().to_owned(),
         path: path.to_owned(),
         fingerprint: fingerprint.clone(),
@@ -213,7 +229,7 @@ where
         // Another request owns the key now: answer with its result if it has one.
         return match state
             .store
-            .idempotency_state(principal.key_id, &key.0, state.clock.now())
+            .idempotency_state(principal.key_id, key.as_str(), state.clock.now())
             .await
         {
             Ok(IdempotencyState::Completed {

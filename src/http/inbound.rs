@@ -22,7 +22,8 @@ use axum::routing::get;
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::ops::messages::{ingest, provider_for};
+use crate::ops::channels::provider_for;
+use crate::ops::receiving::ingest;
 use crate::providers::{InboundError, Provider};
 use switchboard_domain::channel::Channel;
 use switchboard_store::{InboundOutcome, StatusOutcome, StoreError};

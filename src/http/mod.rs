@@ -11,7 +11,6 @@ pub mod events;
 pub mod health;
 pub mod idempotency;
 pub mod inbound;
-pub mod initiation;
 pub mod json;
 pub mod legacy;
 pub mod list_query;

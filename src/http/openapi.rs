@@ -154,4 +154,20 @@ mod tests {
         }
         assert!(json["components"]["securitySchemes"]["bearer"].is_object());
     }
+
+    /// Client generators name a method per operationId: two operations with one id collide.
+    #[test]
+    fn operation_ids_are_unique() {
+        let json = serde_json::to_value(super::document()).unwrap();
+        let mut seen = std::collections::BTreeMap::new();
+        for (path, item) in json["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let id = op["operationId"].as_str().unwrap_or_default().to_owned();
+                assert!(!id.is_empty(), "{method} {path} has no operationId");
+                if let Some(first) = seen.insert(id.clone(), format!("{method} {path}")) {
+                    panic!("operationId {id} is used by {first} and by {method} {path}");
+                }
+            }
+        }
+    }
 }

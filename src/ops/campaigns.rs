@@ -1,5 +1,5 @@
 //! The campaign worker: sends each pending recipient of every running campaign through the
-//! catalog template send of campaign mode (`ops::templates::send_catalog`, the rules and audit
+//! catalog template send of campaign mode (`ops::sending::send_catalog`, the rules and audit
 //! of `POST /messages/template` with `template_uuid` and `consent`).
 //!
 //! Crash safety: a worker claims recipients with a lease (a fresh token and an expiry, like the
@@ -20,16 +20,17 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::crypto::SecretBox;
-use crate::ops::messages::{SendContext, SendError};
-use crate::ops::templates::{
-    CatalogCompletion, CatalogMode, CatalogRequest, CatalogSendInput, send_catalog,
+use crate::ops::sending::{
+    CatalogCompletion, CatalogMode, CatalogRequest, CatalogSendInput, SendContext, SendError,
+    send_catalog,
 };
 use crate::providers::ProviderHub;
+use crate::views::campaigns::describe;
 use switchboard_domain::clock::SharedClock;
 use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_domain::template::parse_request_template;
 use switchboard_store::legacy::{
-    CampaignRecord, ClaimedRecipient, RecipientOutcome, RecipientStatus,
+    CampaignRecord, ClaimedRecipient, NewCampaign, RecipientOutcome, RecipientStatus,
 };
 use switchboard_store::{ClaimOutcome, IdempotencyClaim, SharedStore, StoredResponse};
 
@@ -38,15 +39,34 @@ const BATCH: i64 = 16;
 /// How often an idle worker looks for work.
 const POLL: Duration = Duration::from_millis(200);
 
-/// The event of a finished (or started) campaign.
-pub fn campaign_event(name: &str, c: &CampaignRecord, data: Value) -> NewEvent {
+/// The event of a campaign: `campaign.scheduled` and `campaign.started` when it is created,
+/// `campaign.completed` or `campaign.failed` when its last recipient is done.
+fn campaign_event(name: &str, c: &CampaignRecord) -> NewEvent {
     NewEvent::new(
         c.org_id,
         name,
-        json!({ "campaign_uuid": c.uuid, "campaign": data }),
+        json!({ "campaign_uuid": c.uuid, "campaign": describe(c) }),
         None,
         c.updated_at,
     )
+}
+
+/// Stores a campaign checked by the caller (`POST /api/campaigns`) with its pending recipients,
+/// and `campaign.scheduled` and `campaign.started`, in one transaction; the worker sends it.
+pub async fn create_campaign(
+    store: &dyn switchboard_store::Store,
+    new: NewCampaign,
+) -> Result<CampaignRecord, switchboard_store::StoreError> {
+    store
+        .create_campaign(
+            new,
+            Box::new(|c| {
+                Effects::none()
+                    .event(campaign_event("campaign.scheduled", c))
+                    .event(campaign_event("campaign.started", c))
+            }),
+        )
+        .await
 }
 
 /// What the worker needs.
@@ -59,8 +79,6 @@ pub struct CampaignWorker {
     pub config: Arc<Config>,
     /// The channel lists, cached like the API's.
     pub cache: Arc<crate::cache::ConfigCache>,
-    /// Shapes the campaign object of `campaign.completed` / `campaign.failed`.
-    pub describe: fn(&CampaignRecord) -> Value,
 }
 
 impl CampaignWorker {
@@ -111,7 +129,6 @@ impl CampaignWorker {
             // Left for the lease to expire and another attempt.
             None => return,
         };
-        let describe = self.describe;
         let result = self
             .store
             .finish_campaign_recipient(
@@ -124,7 +141,7 @@ impl CampaignWorker {
                         0 => "campaign.failed",
                         _ => "campaign.completed",
                     };
-                    Effects::none().event(campaign_event(name, campaign, describe(campaign)))
+                    Effects::none().event(campaign_event(name, campaign))
                 }),
             )
             .await;
@@ -244,12 +261,12 @@ impl CampaignWorker {
             }
             Err(e) => {
                 release().await;
-                let api = crate::http::messages::send_error(e);
+                // A rule refused the recipient: the code and message the API gives for it.
                 Some(RecipientOutcome {
                     status: RecipientStatus::Refused,
                     message_id: None,
-                    error_code: Some(api.code.to_owned()),
-                    error_message: Some(api.message.chars().take(500).collect()),
+                    error_code: Some(e.code().to_owned()),
+                    error_message: Some(e.message().chars().take(500).collect()),
                 })
             }
         }

@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::crypto::{AAD_PROVIDER_CONFIG, SecretBox};
+use crate::providers::{Provider, ProviderHub};
 use switchboard_domain::channel::{
     Channel, ChannelStatus, ChannelType, validate_name, validate_slug,
 };
@@ -36,8 +37,9 @@ pub struct UpdateChannel {
 
 fn check_identifier(id: &str) -> OpResult<()> {
     if id.trim().is_empty() || id.len() > 200 || id.chars().any(char::is_control) {
-        return Err(OpError::Invalid(
-            "--identifier: expected 1 to 200 printable characters".into(),
+        return Err(OpError::invalid_field(
+            "identifier",
+            "expected 1 to 200 printable characters",
         ));
     }
     Ok(())
@@ -47,15 +49,16 @@ fn check_identifier(id: &str) -> OpResult<()> {
 /// of the channel type in the right form (`providers::check_config`).
 fn check_provider_config(channel_type: ChannelType, v: &Value) -> OpResult<()> {
     crate::providers::check_config(channel_type, v)
-        .map_err(|e| OpError::Invalid(format!("--provider-config: {e}")))?;
+        .map_err(|e| OpError::invalid_field("provider_config", e))?;
     let obj = v
         .as_object()
-        .ok_or_else(|| OpError::Invalid("--provider-config: expected a JSON object".into()))?;
+        .ok_or_else(|| OpError::invalid_field("provider_config", "expected a JSON object"))?;
     for (k, v) in obj {
         if !(v.is_string() || v.is_number() || v.is_boolean() || v.is_null()) {
-            return Err(OpError::Invalid(format!(
-                "--provider-config: `{k}` must be a string, number or boolean"
-            )));
+            return Err(OpError::invalid_field(
+                "provider_config",
+                format!("`{k}` must be a string, number or boolean"),
+            ));
         }
     }
     Ok(())
@@ -93,9 +96,10 @@ fn seal(secrets: &SecretBox, config: &Value) -> Vec<u8> {
 
 fn slug_taken(slug: &str) -> impl Fn(StoreError) -> OpError + '_ {
     move |e| match e {
-        StoreError::UniqueViolation(_) => OpError::Conflict(format!(
-            "--slug: `{slug}` is already used by another channel of this organization"
-        )),
+        StoreError::UniqueViolation(_) => OpError::conflict_field(
+            "slug",
+            format!("`{slug}` is already used by another channel of this organization"),
+        ),
         other => other.into(),
     }
 }
@@ -119,9 +123,9 @@ pub async fn create_channel(
     input: CreateChannel,
     actor: Actor,
 ) -> OpResult<Channel> {
-    validate_name(&input.name).map_err(|e| OpError::Invalid(format!("--name: {e}")))?;
+    validate_name(&input.name).map_err(|e| OpError::invalid_field("name", e))?;
     if let Some(slug) = &input.slug {
-        validate_slug(slug).map_err(|e| OpError::Invalid(format!("--slug: {e}")))?;
+        validate_slug(slug).map_err(|e| OpError::invalid_field("slug", e))?;
     }
     if let Some(id) = &input.identifier {
         check_identifier(id)?;
@@ -171,17 +175,17 @@ pub async fn update_channel(
     actor: Actor,
 ) -> OpResult<Channel> {
     if let Some(name) = &input.name {
-        validate_name(name).map_err(|e| OpError::Invalid(format!("--name: {e}")))?;
+        validate_name(name).map_err(|e| OpError::invalid_field("name", e))?;
     }
     if let Some(slug) = &input.slug {
-        validate_slug(slug).map_err(|e| OpError::Invalid(format!("--slug: {e}")))?;
+        validate_slug(slug).map_err(|e| OpError::invalid_field("slug", e))?;
     }
     if let Some(ident) = &input.identifier {
         check_identifier(ident)?;
     }
     if let Some(config) = &input.provider_config {
         let current = store.get_channel(id).await.map_err(|e| match e {
-            StoreError::NotFound => OpError::NotFound(format!("channel {id} does not exist")),
+            StoreError::NotFound => OpError::not_found(format!("channel {id} does not exist")),
             other => other.into(),
         })?;
         check_provider_config(current.channel_type, config)?;
@@ -217,7 +221,7 @@ pub async fn update_channel(
         )
         .await
         .map_err(|e| match e {
-            StoreError::NotFound => OpError::NotFound(format!("channel {id} does not exist")),
+            StoreError::NotFound => OpError::not_found(format!("channel {id} does not exist")),
             other => slug_taken(&slug_for_error)(other),
         })
 }
@@ -232,12 +236,26 @@ pub async fn provider_config(
         return Ok(Value::Null);
     };
     let plain = secrets.open(&sealed, AAD_PROVIDER_CONFIG).map_err(|e| {
-        OpError::Invalid(format!(
+        OpError::invalid(format!(
             "the provider configuration of channel {channel_id} cannot be opened: {e}"
         ))
     })?;
     serde_json::from_slice(&plain)
-        .map_err(|e| OpError::Invalid(format!("stored provider configuration is not JSON: {e}")))
+        .map_err(|e| OpError::invalid(format!("stored provider configuration is not JSON: {e}")))
+}
+
+/// The adapter of a channel, with its configuration decrypted.
+pub async fn provider_for(
+    store: &dyn Store,
+    secrets: &SecretBox,
+    providers: &ProviderHub,
+    channel: &Channel,
+) -> OpResult<Box<dyn Provider>> {
+    let config = match channel.channel_type {
+        ChannelType::Sandbox | ChannelType::LeadIngestion => Value::Null,
+        _ => provider_config(store, secrets, channel.id).await?,
+    };
+    Ok(providers.for_channel(channel.channel_type, &channel.identifier, &config))
 }
 
 #[cfg(test)]

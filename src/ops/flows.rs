@@ -34,8 +34,9 @@ pub async fn create_flow(
     super::orgs::require_org(store, org_id).await?;
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 200 {
-        return Err(OpError::Invalid(
-            "--name: must be 1 to 200 characters".into(),
+        return Err(OpError::invalid_field(
+            "name",
+            "must be 1 to 200 characters",
         ));
     }
     let channel = store
@@ -44,9 +45,10 @@ pub async fn create_flow(
         .ok()
         .filter(|c| c.org_id == org_id)
         .ok_or_else(|| {
-            OpError::NotFound(format!(
-                "--channel: organization {org_id} has no channel {channel_id}"
-            ))
+            OpError::not_found_field(
+                "channel_id",
+                format!("organization {org_id} has no channel {channel_id}"),
+            )
         })?;
     let action = match action {
         FlowAction::Text(text) => {
@@ -56,7 +58,7 @@ pub async fn create_flow(
                 interactive: None,
                 preview_url: None,
             })
-            .map_err(|e| OpError::Invalid(format!("--text: {}", issues(&e))))?;
+            .map_err(|e| OpError::invalid_field("text", issues(&e)))?;
             json!({ "type": "text", "text": text })
         }
         FlowAction::Template {
@@ -65,28 +67,33 @@ pub async fn create_flow(
             params,
         } => {
             let uuid = Uuid::parse_str(template_uuid.trim())
-                .map_err(|_| OpError::Invalid("--template-uuid: must be a UUID".into()))?;
+                .map_err(|_| OpError::invalid_field("template_uuid", "must be a UUID"))?;
             let t = store.find_template(org_id, uuid).await?.ok_or_else(|| {
-                OpError::NotFound(format!(
-                    "--template-uuid: organization {org_id} has no template {uuid}"
-                ))
+                OpError::not_found_field(
+                    "template_uuid",
+                    format!("organization {org_id} has no template {uuid}"),
+                )
             })?;
             if t.channel_id != channel.id {
-                return Err(OpError::Invalid(format!(
-                    "--template-uuid: the template belongs to channel {}, not {}",
-                    t.channel_id, channel.id
-                )));
+                return Err(OpError::invalid_field(
+                    "template_uuid",
+                    format!(
+                        "the template belongs to channel {}, not {}",
+                        t.channel_id, channel.id
+                    ),
+                ));
             }
             let params: Value = match params {
-                Some(p) => serde_json::from_str(&p)
-                    .map_err(|e| OpError::Invalid(format!("--params: not valid JSON: {e}")))?,
+                Some(p) => serde_json::from_str(&p).map_err(|e| {
+                    OpError::invalid_field("params", format!("not valid JSON: {e}"))
+                })?,
                 None => json!([]),
             };
             let language = language.unwrap_or_else(|| t.language.clone());
             validate_template(Some(&json!({
                 "name": t.name, "language": language, "components": params,
             })))
-            .map_err(|e| OpError::Invalid(format!("--params/--language: {}", issues(&e))))?;
+            .map_err(|e| OpError::invalid_field("params/language", issues(&e)))?;
             json!({
                 "type": "template",
                 "template_uuid": t.uuid,

@@ -93,15 +93,19 @@ async fn check_default_channel(
     let Some(id) = channel_id else { return Ok(()) };
     match store.get_channel(id).await {
         Ok(c) if c.org_id == org_id && !c.channel_type.can_send_messages() => {
-            Err(OpError::Invalid(format!(
-                "--default-channel: channel {id} is of type {} and cannot send messages",
-                c.channel_type.as_str()
-            )))
+            Err(OpError::invalid_field(
+                "default_channel_id",
+                format!(
+                    "channel {id} is of type {} and cannot send messages",
+                    c.channel_type.as_str()
+                ),
+            ))
         }
         Ok(c) if c.org_id == org_id => Ok(()),
-        Ok(_) | Err(StoreError::NotFound) => Err(OpError::Invalid(format!(
-            "--default-channel: channel {id} does not belong to organization {org_id}"
-        ))),
+        Ok(_) | Err(StoreError::NotFound) => Err(OpError::invalid_field(
+            "default_channel_id",
+            format!("channel {id} does not belong to organization {org_id}"),
+        )),
         Err(e) => Err(e.into()),
     }
 }
@@ -116,7 +120,7 @@ pub async fn create_key(
     check_default_channel(store, input.org_id, input.default_channel_id).await?;
     let name = input.name.unwrap_or_else(|| "API key".to_owned());
     switchboard_domain::channel::validate_name(&name)
-        .map_err(|e| OpError::Invalid(format!("--name: {e}")))?;
+        .map_err(|e| OpError::invalid_field("name", e))?;
     let GeneratedKey {
         token,
         hash,
@@ -151,7 +155,7 @@ pub async fn import_legacy(
     token: &str,
     actor: Actor,
 ) -> OpResult<ApiKeyRecord> {
-    api_key::check_legacy(token).map_err(|e| OpError::Invalid(format!("--key: {e}")))?;
+    api_key::check_legacy(token).map_err(|e| OpError::invalid_field("key", e))?;
     super::orgs::require_org(store, org_id).await?;
     let now = clock.now();
     store
@@ -171,17 +175,15 @@ pub async fn import_legacy(
         )
         .await
         .map_err(|e| match e {
-            StoreError::UniqueViolation(_) => {
-                OpError::Conflict("this key is already stored".into())
-            }
+            StoreError::UniqueViolation(_) => OpError::conflict("this key is already stored"),
             other => other.into(),
         })
 }
 
 fn not_found(id: i64) -> impl Fn(StoreError) -> OpError {
     move |e| match e {
-        StoreError::NotFound => OpError::NotFound(format!("API key {id} does not exist")),
-        StoreError::Conflict(m) => OpError::Conflict(m),
+        StoreError::NotFound => OpError::not_found(format!("API key {id} does not exist")),
+        StoreError::Conflict(m) => OpError::conflict(m),
         other => other.into(),
     }
 }

@@ -3,30 +3,130 @@
 
 pub mod campaigns;
 pub mod channels;
+pub mod contacts;
 pub mod flows;
+pub mod groups;
 pub mod keys;
-pub mod messages;
+pub mod message_events;
 pub mod orgs;
+pub mod receiving;
+pub mod sending;
 pub mod templates;
 pub mod users;
 pub mod webhooks;
 
 use switchboard_store::StoreError;
 
-/// Why an operation was refused, in one line for people.
-#[derive(Debug, thiserror::Error)]
+/// Why an operation was refused. `field` names the input the refusal concerns, when one does,
+/// by the operation's own name for it (`name`, `provider_template_id`, `components[0].type`;
+/// inputs checked together are joined by `/`, e.g. `params/language`). Callers say it in their
+/// own terms: the admin tools as the `--flag` it came from (`cli::wording::error_line`).
+#[derive(Debug)]
 pub enum OpError {
     /// The input breaks a rule.
-    #[error("{0}")]
-    Invalid(String),
+    Invalid {
+        field: Option<String>,
+        message: String,
+    },
     /// Something named in the input does not exist.
-    #[error("{0}")]
-    NotFound(String),
+    NotFound {
+        field: Option<String>,
+        message: String,
+    },
     /// The input conflicts with the current state.
-    #[error("{0}")]
-    Conflict(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
+    Conflict {
+        field: Option<String>,
+        message: String,
+    },
+    Store(StoreError),
+}
+
+impl OpError {
+    /// `field` breaks a rule.
+    pub fn invalid_field(field: impl Into<String>, message: impl Into<String>) -> Self {
+        OpError::Invalid {
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+
+    /// The input breaks a rule that concerns no one field.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        OpError::Invalid {
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    /// What `field` names does not exist.
+    pub fn not_found_field(field: impl Into<String>, message: impl Into<String>) -> Self {
+        OpError::NotFound {
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        OpError::NotFound {
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    /// `field` conflicts with the current state.
+    pub fn conflict_field(field: impl Into<String>, message: impl Into<String>) -> Self {
+        OpError::Conflict {
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        OpError::Conflict {
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    /// The input the refusal concerns.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            OpError::Invalid { field, .. }
+            | OpError::NotFound { field, .. }
+            | OpError::Conflict { field, .. } => field.as_deref(),
+            OpError::Store(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for OpError {
+    /// One line for people: `field: message`, or the message.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpError::Invalid { field, message }
+            | OpError::NotFound { field, message }
+            | OpError::Conflict { field, message } => match field {
+                Some(field) => write!(f, "{field}: {message}"),
+                None => f.write_str(message),
+            },
+            OpError::Store(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for OpError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OpError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for OpError {
+    fn from(e: StoreError) -> Self {
+        OpError::Store(e)
+    }
 }
 
 pub type OpResult<T> = Result<T, OpError>;

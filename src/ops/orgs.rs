@@ -10,7 +10,7 @@ pub async fn create_org(
     clock: &dyn Clock,
     name: &str,
 ) -> OpResult<Organization> {
-    validate_name(name).map_err(|e| OpError::Invalid(format!("--name: {e}")))?;
+    validate_name(name).map_err(|e| OpError::invalid_field("name", e))?;
     Ok(store.create_org(name.trim(), clock.now()).await?)
 }
 
@@ -18,7 +18,7 @@ pub async fn create_org(
 pub async fn require_org(store: &dyn Store, id: i64) -> OpResult<Organization> {
     store.get_org(id).await.map_err(|e| match e {
         switchboard_store::StoreError::NotFound => {
-            OpError::NotFound(format!("organization {id} does not exist"))
+            OpError::not_found(format!("organization {id} does not exist"))
         }
         other => other.into(),
     })

@@ -33,7 +33,7 @@ pub struct AddUser {
 }
 
 fn parse_email(raw: &str) -> OpResult<Email> {
-    Email::parse(raw).map_err(|e| OpError::Invalid(format!("--email: {e}")))
+    Email::parse(raw).map_err(|e| OpError::invalid_field("email", e))
 }
 
 fn sorted_permissions(m: &Member) -> Vec<&'static str> {
@@ -71,9 +71,9 @@ fn webhook(m: &Member, name: &str, mut data: Value, now: Timestamp) -> NewEvent 
 fn member_not_found(org_id: i64, email: &Email) -> impl Fn(StoreError) -> OpError + '_ {
     move |e| match e {
         StoreError::NotFound => {
-            OpError::NotFound(format!("{email} is not a member of organization {org_id}"))
+            OpError::not_found(format!("{email} is not a member of organization {org_id}"))
         }
-        StoreError::Conflict(m) => OpError::Conflict(m),
+        StoreError::Conflict(m) => OpError::conflict(m),
         other => other.into(),
     }
 }
@@ -88,7 +88,7 @@ pub async fn add_user(
     let name = input
         .name
         .as_deref()
-        .map(|n| validate_user_name(n).map_err(|e| OpError::Invalid(format!("--name: {e}"))))
+        .map(|n| validate_user_name(n).map_err(|e| OpError::invalid_field("name", e)))
         .transpose()?;
     super::orgs::require_org(store, input.org_id).await?;
     let now = clock.now();
@@ -115,8 +115,8 @@ pub async fn add_user(
         )
         .await
         .map_err(|e| match e {
-            StoreError::Conflict(_) => OpError::Conflict(format!(
-                "{email} is already a member of organization {}; use `admin user role` to change the role",
+            StoreError::Conflict(_) => OpError::conflict(format!(
+                "{email} is already a member of organization {}",
                 input.org_id
             )),
             other => other.into(),

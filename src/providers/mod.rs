@@ -22,9 +22,9 @@ use serde_json::{Value, json};
 
 use switchboard_domain::channel::ChannelType;
 use switchboard_domain::contact::Contact;
+use switchboard_domain::contact::InboundSender;
 use switchboard_domain::message::{Content, MessageStatus, MessageType};
 use switchboard_domain::{Timestamp, ValidationErrors};
-use switchboard_store::InboundSender;
 
 /// The largest provider answer read (a send answer is a few hundred bytes).
 pub const MAX_ANSWER_BYTES: usize = 256 * 1024;

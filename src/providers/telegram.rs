@@ -22,9 +22,9 @@ use super::{
 };
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::channel::ChannelType;
+use switchboard_domain::contact::InboundSender;
 use switchboard_domain::contact::{Contact, clean_profile_name};
 use switchboard_domain::message::{Content, MediaType, MessageStatus, MessageType};
-use switchboard_store::InboundSender;
 
 pub const DEFAULT_API_BASE_URL: &str = "https://api.telegram.org";
 /// Telegram's limit on `callback_data`.

@@ -25,13 +25,13 @@ use super::{
     Provider, ProviderError, describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
 };
 use switchboard_domain::channel::ChannelType;
+use switchboard_domain::contact::InboundSender;
 use switchboard_domain::contact::{Contact, clean_profile_name};
 use switchboard_domain::message::{
     Content, MediaType, MessageStatus, MessageType, parse_reported_status,
 };
 use switchboard_domain::phone::Phone;
 use switchboard_domain::template::status_of_provider_event;
-use switchboard_store::InboundSender;
 
 /// The Graph API version Switchboard speaks by default.
 pub const DEFAULT_API_BASE_URL: &str = "https://graph.facebook.com/v21.0";

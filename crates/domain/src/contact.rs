@@ -19,6 +19,15 @@ pub const SERVICE_WINDOW: Duration = Duration::from_secs(24 * 3600);
 pub const MAX_NAME_CHARS: usize = 200;
 
 /// A contact of one organization.
+/// Who an inbound message is from, as a provider reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InboundSender {
+    /// A phone number (WhatsApp's `wa_id`, the sandbox's `--from`).
+    Phone(Phone),
+    /// A Telegram chat.
+    Telegram { chat_id: String },
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Contact {
     pub id: i64,

@@ -37,6 +37,14 @@ impl ValidationErrors {
         self.0.is_empty()
     }
 
+    /// One line for people: the one problem (`field: issue`), or how many fields are invalid.
+    pub fn summary(&self) -> String {
+        match self.0.as_slice() {
+            [one] => format!("{}: {}", one.field, one.issue),
+            many => format!("{} fields are invalid.", many.len()),
+        }
+    }
+
     /// `Ok(())` when nothing was reported.
     pub fn into_result(self) -> Result<(), ValidationErrors> {
         if self.0.is_empty() { Ok(()) } else { Err(self) }
@@ -46,5 +54,19 @@ impl ValidationErrors {
 impl From<FieldError> for ValidationErrors {
     fn from(e: FieldError) -> Self {
         ValidationErrors(vec![e])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_names_one_problem_or_counts_them() {
+        let mut e = ValidationErrors::new();
+        e.add("phone", "is required");
+        assert_eq!(e.summary(), "phone: is required");
+        e.add("message", "must not be blank");
+        assert_eq!(e.summary(), "2 fields are invalid.");
     }
 }

@@ -5,7 +5,7 @@
 //! recipients, consent evidence for each recipient); then the campaign and one pending row per
 //! recipient are created in one transaction with `campaign.scheduled` and `campaign.started`,
 //! and the answer is 202. The campaign worker (`ops::campaigns`) sends each recipient through
-//! the campaign-mode catalog send (`ops::templates::send_catalog`: the same validation, audit
+//! the campaign-mode catalog send (`ops::sending::send_catalog`: the same validation, audit
 //! entries and events as `POST /messages/template` with `template_uuid` and `consent`), and
 //! emits `campaign.completed` (at least one sent) or `campaign.failed` (none) at the end.
 
@@ -17,19 +17,19 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use crate::ops::campaigns::campaign_event;
-use crate::ops::templates::{CatalogCheckError, CatalogRequest, validate_catalog_send};
-use switchboard_domain::event::Effects;
+use crate::http::messages::send_error;
+use crate::ops::campaigns;
+use crate::ops::sending::{CatalogRequest, validate_catalog_send};
+use crate::views::campaigns::{CampaignOut, RecipientOut};
 use switchboard_domain::scope::Scope;
 use switchboard_domain::template::{parse_consent, parse_request_template, purpose_allows};
-use switchboard_domain::{FieldError, Timestamp, ValidationErrors};
+use switchboard_domain::{FieldError, ValidationErrors};
 use switchboard_store::legacy::{
-    CampaignCounts, CampaignRecord, CampaignStatus, NewCampaign, PageQuery, RecipientRecord,
-    RecipientStatus,
+    CampaignCounts, CampaignStatus, NewCampaign, PageQuery, RecipientStatus,
 };
 
 use super::super::auth::Principal;
@@ -61,101 +61,11 @@ pub struct CampaignRequest {
     /// ... or a list of contact UUIDs (1 to 10000). Exactly one of the two.
     pub contact_uuids: Option<Vec<String>>,
     /// The consent evidence applied to every recipient without an entry in `consents`.
-    #[schema(value_type = Option<crate::http::initiation::ConsentInput>)]
+    #[schema(value_type = Option<crate::http::messages::ConsentInput>)]
     pub consent: Option<Value>,
     /// Consent evidence per recipient: contact UUID -> consent object (wins over `consent`).
     #[schema(value_type = Option<Object>)]
     pub consents: Option<Map<String, Value>>,
-}
-
-/// One recipient of a campaign.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct RecipientOut {
-    pub contact_uuid: Uuid,
-    /// `pending`, `sent`, `refused` (a rule of campaign sends refused it; see `error_code`) or
-    /// `failed` (the provider rejected it, or stayed unavailable).
-    pub status: RecipientStatus,
-    /// The message sent (also for a provider rejection, recorded as a failed message).
-    pub message_id: Option<i64>,
-    pub error_code: Option<String>,
-    pub error_message: Option<String>,
-    pub attempts: i64,
-    pub updated_at: Timestamp,
-}
-
-impl From<&RecipientRecord> for RecipientOut {
-    fn from(r: &RecipientRecord) -> Self {
-        RecipientOut {
-            contact_uuid: r.contact_uuid,
-            status: r.status,
-            message_id: r.message_id,
-            error_code: r.error_code.clone(),
-            error_message: r.error_message.clone(),
-            attempts: r.attempts,
-            updated_at: r.updated_at,
-        }
-    }
-}
-
-/// A campaign and its progress.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct CampaignOut {
-    /// The campaign's id (a UUID).
-    pub uuid: Uuid,
-    pub name: String,
-    /// `running`, `completed` (every recipient done, at least one sent) or `failed` (none sent).
-    pub status: CampaignStatus,
-    pub channel_id: i64,
-    pub template_uuid: Option<String>,
-    /// The `template` object as given.
-    #[schema(value_type = Option<Object>)]
-    pub template: Value,
-    pub group_uuid: Option<Uuid>,
-    /// Recipients per state.
-    pub counts: CampaignCounts,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-    pub completed_at: Option<Timestamp>,
-    /// On `GET /api/campaigns/{id}`: the first 1000 recipients, in the order given.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub recipients: Option<Vec<RecipientOut>>,
-}
-
-impl From<&CampaignRecord> for CampaignOut {
-    fn from(c: &CampaignRecord) -> Self {
-        CampaignOut {
-            uuid: c.uuid,
-            name: c.name.clone(),
-            status: c.status,
-            channel_id: c.channel_id,
-            template_uuid: c
-                .request
-                .get("template_uuid")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            template: c.request.get("template").cloned().unwrap_or(Value::Null),
-            group_uuid: c.group_uuid,
-            counts: c.counts,
-            created_at: c.created_at,
-            updated_at: c.updated_at,
-            completed_at: c.completed_at,
-            recipients: None,
-        }
-    }
-}
-
-/// The campaign object of events.
-pub fn describe(c: &CampaignRecord) -> Value {
-    serde_json::to_value(CampaignOut::from(c)).unwrap_or(Value::Null)
-}
-
-fn refusal_error(e: CatalogCheckError) -> ApiError {
-    match e {
-        CatalogCheckError::Refused(r) => {
-            ApiError::unprocessable(r.code, r.message).with_details(r.details)
-        }
-        CatalogCheckError::Store(s) => s.into(),
-    }
 }
 
 /// Start a campaign: checked now, sent in the background (202).
@@ -331,7 +241,7 @@ pub async fn create_campaign(
             .await
         {
             Ok(checked) => checked.template.category,
-            Err(CatalogCheckError::Refused(r)) if r.code == "consent_required" => {
+            Err(e) if e.code() == "consent_required" => {
                 // Template checks passed (consent comes last): read its category.
                 let uuid = body
                     .template_uuid
@@ -343,10 +253,10 @@ pub async fn create_campaign(
                 };
                 match template {
                     Some(t) => t.category,
-                    None => return Err(refusal_error(CatalogCheckError::Refused(r))),
+                    None => return Err(send_error(e)),
                 }
             }
-            Err(e) => return Err(refusal_error(e)),
+            Err(e) => return Err(send_error(e)),
         };
     let mut consent_errors = ValidationErrors::new();
     let mut recipients = Vec::with_capacity(contacts.len());
@@ -407,17 +317,7 @@ pub async fn create_campaign(
         recipients,
         now,
     };
-    let campaign = state
-        .store
-        .create_campaign(
-            new,
-            Box::new(|c| {
-                Effects::none()
-                    .event(campaign_event("campaign.scheduled", c, describe(c)))
-                    .event(campaign_event("campaign.started", c, describe(c)))
-            }),
-        )
-        .await?;
+    let campaign = campaigns::create_campaign(state.store.as_ref(), new).await?;
     Ok((StatusCode::ACCEPTED, Json(CampaignOut::from(&campaign))))
 }
 

@@ -14,17 +14,16 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use serde::Deserialize;
-use serde_json::{Value, json};
-use uuid::Uuid;
+use serde_json::Value;
 
-use crate::ops::messages::ContactOut;
+use crate::ops::contacts;
+use crate::views::messages::ContactOut;
 use switchboard_domain::ValidationErrors;
-use switchboard_domain::contact::{Contact, validate_contact_name};
-use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::contact::validate_contact_name;
 use switchboard_domain::phone::Phone;
 use switchboard_domain::scope::Scope;
+use switchboard_store::StoreError;
 use switchboard_store::legacy::{ContactPatch, ContactQuery};
-use switchboard_store::{NewContact, StoreError};
 
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};
@@ -65,16 +64,6 @@ fn parse_phone(errors: &mut ValidationErrors, raw: &str) -> Option<Phone> {
     Phone::parse(raw)
         .map_err(|e| errors.add("phone", e.to_string()))
         .ok()
-}
-
-fn contact_event(name: &str, c: &Contact, now: switchboard_domain::Timestamp) -> NewEvent {
-    NewEvent::new(
-        c.org_id,
-        name,
-        json!({ "contact_uuid": c.uuid, "contact": ContactOut::from(c) }),
-        None,
-        now,
-    )
 }
 
 fn duplicate_phone() -> ApiError {
@@ -178,28 +167,22 @@ pub async fn create_contact(
             .map_err(|e| errors.add("name", e))
             .ok()
     });
-    if !errors.is_empty() {
+    // A missing or invalid phone was reported above.
+    let (Some(phone), true) = (phone, errors.is_empty()) else {
         return Err(ApiError::validation(errors));
-    }
-    let now = state.clock.now();
-    let contact = state
-        .store
-        .create_contact(
-            NewContact {
-                org_id: principal.org_id,
-                uuid: Uuid::now_v7(),
-                phone,
-                name,
-                telegram_chat_id: None,
-                now,
-            },
-            Box::new(move |c| Effects::none().event(contact_event("contact.created", c, now))),
-        )
-        .await
-        .map_err(|e| match e {
-            StoreError::UniqueViolation(_) => duplicate_phone(),
-            other => other.into(),
-        })?;
+    };
+    let contact = contacts::add_contact(
+        state.store.as_ref(),
+        state.clock.as_ref(),
+        principal.org_id,
+        phone,
+        name,
+    )
+    .await
+    .map_err(|e| match e {
+        StoreError::UniqueViolation(_) => duplicate_phone(),
+        other => other.into(),
+    })?;
     Ok((StatusCode::CREATED, Json(ContactOut::from(&contact))))
 }
 
@@ -276,25 +259,20 @@ pub async fn update_contact(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
-    let now = state.clock.now();
-    let change = state
-        .store
-        .update_contact(
-            principal.org_id,
-            uuid,
-            ContactPatch { phone, name },
-            now,
-            Box::new(move |c| {
-                Effects::none().event(contact_event("contact.updated", &c.after, now))
-            }),
-        )
-        .await
-        .map_err(|e| match e {
-            StoreError::UniqueViolation(_) => duplicate_phone(),
-            StoreError::NotFound => ApiError::not_found("The contact"),
-            other => other.into(),
-        })?;
-    Ok(Json(ContactOut::from(&change.after)))
+    let contact = contacts::update_contact(
+        state.store.as_ref(),
+        state.clock.as_ref(),
+        principal.org_id,
+        uuid,
+        ContactPatch { phone, name },
+    )
+    .await
+    .map_err(|e| match e {
+        StoreError::UniqueViolation(_) => duplicate_phone(),
+        StoreError::NotFound => ApiError::not_found("The contact"),
+        other => other.into(),
+    })?;
+    Ok(Json(ContactOut::from(&contact)))
 }
 
 /// Delete a contact (soft; emits `contact.deleted`).
@@ -317,20 +295,17 @@ pub async fn delete_contact(
 ) -> ApiResult<StatusCode> {
     principal.require(Scope::ContactsWrite)?;
     let uuid = path_uuid(&uuid, "The contact")?;
-    let now = state.clock.now();
-    state
-        .store
-        .delete_contact(
-            principal.org_id,
-            uuid,
-            now,
-            Box::new(move |c| Effects::none().event(contact_event("contact.deleted", c, now))),
-        )
-        .await
-        .map_err(|e| match e {
-            StoreError::NotFound => ApiError::not_found("The contact"),
-            other => other.into(),
-        })?;
+    contacts::delete_contact(
+        state.store.as_ref(),
+        state.clock.as_ref(),
+        principal.org_id,
+        uuid,
+    )
+    .await
+    .map_err(|e| match e {
+        StoreError::NotFound => ApiError::not_found("The contact"),
+        other => other.into(),
+    })?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -1,7 +1,7 @@
 //! Legacy flows: `GET /api/flows` (`flow:read`) and `POST /api/flows/{id}/trigger`
 //! (`flow:write`). A flow is a named action on a channel of the organization (a text, or a
 //! catalog template with parameters), created with `switchboard admin flow create`. Triggering
-//! it sends to one contact through the shared send code (`ops::messages::send`: channel rules,
+//! it sends to one contact through the shared send code (`ops::sending::send_flow`: channel rules,
 //! provider, service window, events), in the `sends` rate-limit class, honouring an
 //! `Idempotency-Key` header when present; the answer is the send response (201).
 
@@ -14,24 +14,24 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
-use crate::ops::messages::{SendError, SendInput, SendResponse};
+use crate::ops::sending::{FlowTrigger, send_flow};
 use switchboard_domain::Timestamp;
 use switchboard_domain::ValidationErrors;
-use switchboard_domain::message::{Content, TextInput, validate_template, validate_text};
 use switchboard_domain::scope::Scope;
-use switchboard_domain::template::TemplateStatus;
+use switchboard_store::ClaimToken;
 use switchboard_store::legacy::FlowRecord;
-use switchboard_store::{ClaimToken, StoreError};
 
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};
 use super::super::idempotency;
 use super::super::json::parse;
 use super::super::list_query::ListQuery;
-use super::super::messages::{addressing, run_plain_send, send_error};
+use super::super::messages::{
+    SendResponse, addressing, plain_completion, plain_outcome, send_context,
+};
 use super::super::pagination::Page;
 use super::super::query::QueryParams;
 use super::super::state::AppState;
@@ -156,63 +156,6 @@ pub async fn trigger_flow(
     .await
 }
 
-/// The content a flow sends.
-async fn flow_content(state: &AppState, org_id: i64, flow: &FlowRecord) -> ApiResult<Content> {
-    let action = &flow.action;
-    match action.get("type").and_then(Value::as_str) {
-        Some("text") => validate_text(&TextInput {
-            message: action.get("text").and_then(Value::as_str),
-            kind: None,
-            interactive: None,
-            preview_url: None,
-        })
-        .map_err(ApiError::validation),
-        Some("template") => {
-            let bad = |reason: &str, message: &str| {
-                ApiError::unprocessable("invalid_template", message.to_owned())
-                    .with_details(json!({ "reason": reason, "flow_uuid": flow.uuid }))
-            };
-            let uuid = action
-                .get("template_uuid")
-                .and_then(Value::as_str)
-                .and_then(|s| Uuid::parse_str(s).ok())
-                .ok_or_else(|| bad("not_found", "The flow's template is not valid."))?;
-            let t = state
-                .store
-                .find_template(org_id, uuid)
-                .await?
-                .ok_or_else(|| bad("not_found", "The flow's catalog template no longer exists."))?;
-            if t.channel_id != flow.channel_id {
-                return Err(bad(
-                    "wrong_channel",
-                    "The flow's template belongs to another channel.",
-                ));
-            }
-            if !t.active {
-                return Err(bad("inactive", "The flow's catalog template is inactive."));
-            }
-            if t.status != TemplateStatus::Approved {
-                return Err(bad(
-                    "not_approved",
-                    "The flow's catalog template is not approved.",
-                ));
-            }
-            let language = action
-                .get("language")
-                .and_then(Value::as_str)
-                .unwrap_or(&t.language);
-            let params = action.get("params").cloned().unwrap_or(json!([]));
-            validate_template(Some(&json!({
-                "name": t.name,
-                "language": language,
-                "components": params,
-            })))
-            .map_err(ApiError::validation)
-        }
-        _ => Err(ApiError::internal("a flow with an unknown action type")),
-    }
-}
-
 async fn perform(
     state: AppState,
     principal: Principal,
@@ -240,36 +183,19 @@ async fn perform(
     if !errors.is_empty() {
         return ApiError::validation(errors).into_response();
     }
-    let flow = match state.store.find_flow(principal.org_id, uuid).await {
-        Ok(Some(f)) => f,
-        Ok(None) => return ApiError::not_found("The flow").into_response(),
-        Err(e) => return ApiError::from(e).into_response(),
-    };
-    if !flow.active {
-        return ApiError::validation_field("id", "names an inactive flow").into_response();
-    }
-    let content = match flow_content(&state, principal.org_id, &flow).await {
-        Ok(c) => c,
-        Err(e) => return e.into_response(),
-    };
-    let input = SendInput {
+    let trigger = FlowTrigger {
         org_id: principal.org_id,
-        api_key_id: Some(principal.key_id),
-        key_default_channel: None,
-        channel_id: Some(flow.channel_id),
-        channel_slug: None,
+        api_key_id: principal.key_id,
+        flow_uuid: uuid,
         contact_uuid: addr.contact_uuid,
         phone: addr.phone,
-        content,
     };
-    run_plain_send(&state, input, token, |e| match e {
-        SendError::Store(StoreError::NotFound) => {
-            ApiError::validation_field("contact_uuid", "names no contact of this organization")
-                .into_response()
-        }
-        e => send_error(e).into_response(),
-    })
-    .await
+    let completion = plain_completion(token);
+    let recorded = completion.is_some();
+    plain_outcome(
+        send_flow(&send_context(&state), trigger, completion).await,
+        recorded,
+    )
 }
 
 pub fn router() -> Router<AppState> {

@@ -9,13 +9,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::ops::messages::ContactOut;
-use switchboard_domain::event::{Effects, NewEvent};
+use crate::ops::groups;
+use crate::views::groups::GroupOut;
+use crate::views::messages::ContactOut;
 use switchboard_domain::scope::Scope;
-use switchboard_domain::{FieldError, Timestamp, ValidationErrors};
+use switchboard_domain::{FieldError, ValidationErrors};
 use switchboard_store::StoreError;
 use switchboard_store::legacy::{GroupRecord, MembershipOutcome, PageQuery};
 
@@ -33,28 +33,6 @@ use super::{cursor, page_query, path_uuid};
 pub const MEMBER_PREVIEW: i64 = 100;
 /// The most contacts one membership change names.
 pub const MAX_CONTACTS_PER_CHANGE: usize = 1000;
-
-/// A contact group.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct GroupOut {
-    pub uuid: Uuid,
-    pub name: String,
-    pub member_count: i64,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
-impl From<&GroupRecord> for GroupOut {
-    fn from(g: &GroupRecord) -> Self {
-        GroupOut {
-            uuid: g.uuid,
-            name: g.name.clone(),
-            member_count: g.member_count,
-            created_at: g.created_at,
-            updated_at: g.updated_at,
-        }
-    }
-}
 
 /// A group with its first members.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -94,14 +72,6 @@ fn group_name(name: Option<&str>) -> ApiResult<String> {
         ));
     }
     Ok(t.to_owned())
-}
-
-fn group_event(g: &GroupRecord, name: &str, extra: Value, now: Timestamp) -> NewEvent {
-    let mut data = json!({ "group_uuid": g.uuid, "group": GroupOut::from(g) });
-    if let (Some(d), Value::Object(extra)) = (data.as_object_mut(), extra) {
-        d.extend(extra);
-    }
-    NewEvent::new(g.org_id, name, data, None, now)
 }
 
 fn group_not_found(e: StoreError) -> ApiError {
@@ -173,19 +143,13 @@ pub async fn create_group(
     principal.require(Scope::GroupsWrite)?;
     let JsonBody(body) = body?;
     let name = group_name(body.name.as_deref())?;
-    let now = state.clock.now();
-    let g = state
-        .store
-        .create_group(
-            principal.org_id,
-            Uuid::now_v7(),
-            &name,
-            now,
-            Box::new(move |g| {
-                Effects::none().event(group_event(g, "group.created", json!({}), now))
-            }),
-        )
-        .await?;
+    let g = groups::create_group(
+        state.store.as_ref(),
+        state.clock.as_ref(),
+        principal.org_id,
+        &name,
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(GroupOut::from(&g))))
 }
 
@@ -298,20 +262,15 @@ pub async fn update_group(
     let JsonBody(body) = body?;
     let uuid = path_uuid(&id, "The group")?;
     let name = group_name(body.name.as_deref())?;
-    let now = state.clock.now();
-    let g = state
-        .store
-        .rename_group(
-            principal.org_id,
-            uuid,
-            &name,
-            now,
-            Box::new(move |g| {
-                Effects::none().event(group_event(g, "group.updated", json!({}), now))
-            }),
-        )
-        .await
-        .map_err(group_not_found)?;
+    let g = groups::rename_group(
+        state.store.as_ref(),
+        state.clock.as_ref(),
+        principal.org_id,
+        uuid,
+        &name,
+    )
+    .await
+    .map_err(group_not_found)?;
     Ok(Json(GroupOut::from(&g)))
 }
 
@@ -335,18 +294,14 @@ pub async fn delete_group(
 ) -> ApiResult<StatusCode> {
     principal.require(Scope::GroupsWrite)?;
     let uuid = path_uuid(&id, "The group")?;
-    let now = state.clock.now();
-    state
-        .store
-        .delete_group(
-            principal.org_id,
-            uuid,
-            Box::new(move |g| {
-                Effects::none().event(group_event(g, "group.deleted", json!({}), now))
-            }),
-        )
-        .await
-        .map_err(group_not_found)?;
+    groups::delete_group(
+        state.store.as_ref(),
+        state.clock.as_ref(),
+        principal.org_id,
+        uuid,
+    )
+    .await
+    .map_err(group_not_found)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -398,27 +353,16 @@ async fn change_members(
 ) -> ApiResult<Json<GroupOut>> {
     let uuid = path_uuid(&id, "The group")?;
     let contacts = contact_uuids(body.contact_uuids.as_deref(), "contact_uuids")?;
-    let now = state.clock.now();
-    let listed = contacts.clone();
-    let outcome = state
-        .store
-        .change_group_members(
-            principal.org_id,
-            uuid,
-            &contacts,
-            add,
-            now,
-            Box::new(move |g| {
-                let extra = if add {
-                    json!({ "added_contact_uuids": listed })
-                } else {
-                    json!({ "removed_contact_uuids": listed })
-                };
-                Effects::none().event(group_event(g, "group.updated", extra, now))
-            }),
-        )
-        .await
-        .map_err(group_not_found)?;
+    let outcome = groups::change_members(
+        state.store.as_ref(),
+        state.clock.as_ref(),
+        principal.org_id,
+        uuid,
+        &contacts,
+        add,
+    )
+    .await
+    .map_err(group_not_found)?;
     match outcome {
         MembershipOutcome::Changed { group, .. } => Ok(Json(GroupOut::from(&group))),
         MembershipOutcome::UnknownContacts(unknown) => {

@@ -16,16 +16,15 @@ use axum::routing::{get, post};
 use crate::http::auth::Principal;
 use crate::http::channels::{self, ChannelOut};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::initiation::CatalogSendResponse;
 use crate::http::json::RawJson;
 use crate::http::messages::{
-    self, HistoryQuery, SendMediaRequest, SendMessageRequest, SendTemplateRequest, media_request,
-    send_frame, template_request, text_request,
+    self, CatalogSendResponse, HistoryQuery, SendMediaRequest, SendMessageRequest, SendResponse,
+    SendTemplateRequest, media_request, send_frame, template_request, text_request,
 };
 use crate::http::pagination::Page;
 use crate::http::query::QueryParams;
 use crate::http::state::AppState;
-use crate::ops::messages::{MessageOut, SendResponse};
+use crate::views::messages::MessageOut;
 
 pub const SEND_PATH: &str = "/api/send";
 pub const SEND_MEDIA_PATH: &str = "/api/send/media";
@@ -71,6 +70,7 @@ pub async fn send(
 #[utoipa::path(
     post,
     path = "/api/send/media",
+    operation_id = "legacy_send_media",
     tag = "legacy",
     security(("bearer" = ["messages:write"])),
     params(("Idempotency-Key" = Option<String>, Header, description = "Optional here (required on v1); honoured when present.")),
@@ -107,6 +107,7 @@ pub async fn send_media(
 #[utoipa::path(
     post,
     path = "/api/send/template",
+    operation_id = "legacy_send_template",
     tag = "legacy",
     security(("bearer" = ["messages:write"])),
     params(("Idempotency-Key" = Option<String>, Header, description = "Optional here (required on v1); honoured when present.")),
@@ -142,6 +143,7 @@ pub async fn send_template(
 #[utoipa::path(
     get,
     path = "/api/messages",
+    operation_id = "legacy_list_messages",
     tag = "legacy",
     security(("bearer" = ["messages:read"])),
     params(
@@ -174,6 +176,7 @@ pub async fn list_messages(
 #[utoipa::path(
     get,
     path = "/api/channels",
+    operation_id = "legacy_list_channels",
     tag = "legacy",
     security(("bearer" = ["channels:read"])),
     responses(

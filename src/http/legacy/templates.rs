@@ -7,7 +7,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
 
-use crate::ops::templates::TemplateOut;
+use crate::views::templates::TemplateOut;
 use switchboard_domain::scope::Scope;
 use switchboard_domain::template::TemplateStatus;
 

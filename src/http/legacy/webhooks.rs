@@ -99,7 +99,7 @@ pub async fn list_records(
     principal.require(Scope::WebhooksRead)?;
     let QueryParams(q) = q?;
     Ok(Json(
-        super::super::webhooks::endpoint_page(&state, &principal, &q, true)
+        super::super::webhooks::endpoints::endpoint_page(&state, &principal, &q, true)
             .await?
             .map(|e| LegacyWebhookOut::from(&e)),
     ))

@@ -1,0 +1,307 @@
+//! Configuration: environment variables, an optional TOML file, defaults that work on a fresh
+//! machine, and validation that names the offending setting.
+//!
+//! Every setting is an environment variable `SWITCHBOARD_<NAME>`; the TOML file given with
+//! `--config` may set the same settings under the lower-case name without the prefix
+//! (`SWITCHBOARD_WEBHOOK_TIMEOUT` is `webhook_timeout = "10s"`). The environment wins.
+
+mod settings;
+mod sources;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+pub use switchboard_store::DatabaseUrl;
+
+use crate::crypto::MasterKey;
+use switchboard_domain::time::format_duration;
+
+pub use settings::{SETTINGS, Setting, env_name};
+pub use sources::parse_toml;
+use sources::{Sources, check_listen, parse_delays, parse_overrides, read_toml};
+
+/// A configuration problem, naming the setting and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Requests per minute for each rate-limit class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimits {
+    pub reads: u32,
+    pub sends: u32,
+    pub tests: u32,
+}
+
+/// Where the master key comes from.
+#[derive(Clone, Debug)]
+pub enum MasterKeySource {
+    /// Given in `SWITCHBOARD_MASTER_KEY`.
+    Configured(MasterKey),
+    /// Kept in a file beside the SQLite database, created on first use.
+    File(PathBuf),
+}
+
+/// The validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: String,
+    pub database_url: DatabaseUrl,
+    pub master_key: MasterKeySource,
+    pub redis_url: Option<String>,
+    pub webhook_allow_private_targets: bool,
+    pub webhook_retry_delays: Vec<Duration>,
+    pub webhook_disable_after: u32,
+    pub webhook_timeout: Duration,
+    pub webhook_concurrency: usize,
+    pub webhook_endpoint_concurrency: usize,
+    pub webhook_poll_interval: Duration,
+    pub rate_limits: RateLimits,
+    pub rate_limit_overrides: BTreeMap<i64, RateLimits>,
+    pub delivery_retention: Duration,
+    pub idempotency_retention: Duration,
+    pub idempotency_lease: Duration,
+    pub provider_timeout: Duration,
+    pub purge_interval: Duration,
+    pub database_max_connections: u32,
+    pub http_header_timeout: Duration,
+    pub http_body_timeout: Duration,
+    pub shutdown_grace: Duration,
+    pub consent_clock_skew: Duration,
+    pub consent_max_age: Option<Duration>,
+    pub log: String,
+    pub log_format: LogFormat,
+}
+
+impl Config {
+    /// Loads from the process environment and an optional TOML file.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let env: HashMap<String, String> = std::env::vars().collect();
+        let file_values = match file {
+            Some(path) => Some(read_toml(path)?),
+            None => None,
+        };
+        Config::from_sources(&env, file_values.as_ref(), file)
+    }
+
+    /// The defaults, as if nothing was set.
+    pub fn defaults() -> Config {
+        Config::from_sources(&HashMap::new(), None, None).expect("defaults are valid")
+    }
+
+    /// Builds the configuration from environment variables and file values (already read).
+    pub fn from_sources(
+        env: &HashMap<String, String>,
+        file: Option<&BTreeMap<String, String>>,
+        file_path: Option<&Path>,
+    ) -> Result<Config, ConfigError> {
+        let src = Sources {
+            env,
+            file,
+            file_path,
+        };
+
+        let listen = src.get("listen");
+        check_listen(&listen).map_err(|e| src.error("listen", &listen, &e))?;
+        let database_raw = src.get("database_url");
+        let database_url = DatabaseUrl::parse(&database_raw)
+            .map_err(|e| src.error("database_url", &database_raw, &e))?;
+
+        let master_raw = src.get("master_key");
+        let master_key = if !master_raw.is_empty() {
+            MasterKeySource::Configured(
+                MasterKey::from_hex(&master_raw).map_err(|e| src.error_secret("master_key", &e))?,
+            )
+        } else {
+            match &database_url {
+                DatabaseUrl::Sqlite { path } => MasterKeySource::File(
+                    path.parent()
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .unwrap_or_else(|| Path::new("."))
+                        .join("master.key"),
+                ),
+                DatabaseUrl::Postgres { .. } => {
+                    return Err(ConfigError(format!(
+                        "{} is required with PostgreSQL: 64 hexadecimal characters (for example the output of `openssl rand -hex 32`)",
+                        env_name("master_key")
+                    )));
+                }
+            }
+        };
+
+        let redis_raw = src.get("redis_url");
+        let redis_url = if redis_raw.is_empty() {
+            None
+        } else if redis_raw.starts_with("redis://") || redis_raw.starts_with("rediss://") {
+            url::Url::parse(&redis_raw).map_err(|e| {
+                src.error("redis_url", &redis_raw, &format!("not a valid URL: {e}"))
+            })?;
+            Some(redis_raw)
+        } else {
+            return Err(src.error(
+                "redis_url",
+                &redis_raw,
+                "expected redis://HOST:PORT or rediss://...",
+            ));
+        };
+
+        let delays_raw = src.get("webhook_retry_delays");
+        let webhook_retry_delays = parse_delays(&delays_raw)
+            .map_err(|e| src.error("webhook_retry_delays", &delays_raw, &e))?;
+
+        let rate_limits = RateLimits {
+            reads: src.number("rate_limit_reads", 1, 1_000_000)?,
+            sends: src.number("rate_limit_sends", 1, 1_000_000)?,
+            tests: src.number("rate_limit_tests", 1, 1_000_000)?,
+        };
+        let overrides_raw = src.get("rate_limit_overrides");
+        let rate_limit_overrides = parse_overrides(&overrides_raw, rate_limits)
+            .map_err(|e| src.error("rate_limit_overrides", &overrides_raw, &e))?;
+
+        let log_format_raw = src.get("log_format");
+        let log_format = match log_format_raw.as_str() {
+            "text" | "pretty" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            _ => return Err(src.error("log_format", &log_format_raw, "expected text or json")),
+        };
+        let log = src.get("log");
+        tracing_subscriber::EnvFilter::try_new(&log)
+            .map_err(|e| src.error("log", &log, &format!("not a valid log filter: {e}")))?;
+
+        Ok(Config {
+            listen,
+            database_url,
+            master_key,
+            redis_url,
+            webhook_allow_private_targets: src.boolean("webhook_allow_private_targets")?,
+            webhook_retry_delays,
+            webhook_disable_after: src.number("webhook_disable_after", 1, 1_000_000)?,
+            webhook_timeout: src.duration(
+                "webhook_timeout",
+                Duration::from_millis(10),
+                Duration::from_secs(300),
+            )?,
+            webhook_concurrency: src.number("webhook_concurrency", 1, 10_000)? as usize,
+            webhook_endpoint_concurrency: src.number("webhook_endpoint_concurrency", 1, 1_000)?
+                as usize,
+            webhook_poll_interval: src.duration(
+                "webhook_poll_interval",
+                Duration::from_millis(10),
+                Duration::from_secs(60),
+            )?,
+            rate_limits,
+            rate_limit_overrides,
+            delivery_retention: src.duration(
+                "delivery_retention",
+                Duration::from_secs(1),
+                Duration::from_secs(3650 * 86400),
+            )?,
+            idempotency_retention: src.duration(
+                "idempotency_retention",
+                Duration::from_millis(1),
+                Duration::from_secs(3650 * 86400),
+            )?,
+            idempotency_lease: src.duration(
+                "idempotency_lease",
+                Duration::from_millis(10),
+                Duration::from_secs(86400),
+            )?,
+            provider_timeout: src.duration(
+                "provider_timeout",
+                Duration::from_millis(10),
+                Duration::from_secs(300),
+            )?,
+            purge_interval: src.duration(
+                "purge_interval",
+                Duration::from_millis(10),
+                Duration::from_secs(86400),
+            )?,
+            database_max_connections: src.number("database_max_connections", 1, 10_000)?,
+            http_header_timeout: src.duration(
+                "http_header_timeout",
+                Duration::from_millis(10),
+                Duration::from_secs(600),
+            )?,
+            http_body_timeout: src.duration(
+                "http_body_timeout",
+                Duration::from_millis(10),
+                Duration::from_secs(3600),
+            )?,
+            shutdown_grace: src.duration(
+                "shutdown_grace",
+                Duration::ZERO,
+                Duration::from_secs(3600),
+            )?,
+            consent_clock_skew: src.duration(
+                "consent_clock_skew",
+                Duration::ZERO,
+                Duration::from_secs(86400),
+            )?,
+            consent_max_age: if src.get("consent_max_age").is_empty() {
+                None
+            } else {
+                Some(src.duration(
+                    "consent_max_age",
+                    Duration::from_secs(60),
+                    Duration::from_secs(36500 * 86400),
+                )?)
+            },
+            log,
+            log_format,
+        })
+    }
+
+    /// The time rules of consent evidence (conversation initiation and campaign sends).
+    pub fn consent_rules(&self) -> switchboard_domain::template::ConsentRules {
+        switchboard_domain::template::ConsentRules {
+            clock_skew: self.consent_clock_skew,
+            max_age: self.consent_max_age,
+        }
+    }
+
+    /// The number of delivery attempts: one more than the number of retry delays.
+    pub fn webhook_max_attempts(&self) -> u32 {
+        self.webhook_retry_delays.len() as u32 + 1
+    }
+
+    /// The rate limits of an organization (its override, or the defaults).
+    pub fn rate_limits_for(&self, org_id: i64) -> RateLimits {
+        self.rate_limit_overrides
+            .get(&org_id)
+            .copied()
+            .unwrap_or(self.rate_limits)
+    }
+
+    /// Human-readable summary of the effective configuration, without secrets.
+    pub fn summary(&self) -> Vec<(String, String)> {
+        vec![
+            ("listen".into(), self.listen.clone()),
+            ("database".into(), self.database_url.redacted()),
+            (
+                "redis".into(),
+                if self.redis_url.is_some() {
+                    "configured".into()
+                } else {
+                    "off (per-instance rate limits)".into()
+                },
+            ),
+            (
+                "webhook_retry_delays".into(),
+                self.webhook_retry_delays
+                    .iter()
+                    .map(|d| format_duration(*d))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,157 @@
+//! The table of known settings: names, defaults and meanings (what the README lists).
+
+/// One known setting: its name (without prefix), default and one-line meaning.
+pub struct Setting {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub meaning: &'static str,
+}
+
+/// Every setting, in the order the README lists them.
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        name: "listen",
+        default: "127.0.0.1:8080",
+        meaning: "HTTP listen address",
+    },
+    Setting {
+        name: "database_url",
+        default: "sqlite://switchboard.db",
+        meaning: "sqlite://PATH (embedded) or postgres://... (production, several instances)",
+    },
+    Setting {
+        name: "master_key",
+        default: "",
+        meaning: "32 bytes as 64 hex characters; encrypts signing secrets and provider tokens at rest. With SQLite, generated once into master.key beside the database file; required with PostgreSQL",
+    },
+    Setting {
+        name: "redis_url",
+        default: "",
+        meaning: "when set, rate limits are shared by all instances through Redis",
+    },
+    Setting {
+        name: "webhook_allow_private_targets",
+        default: "false",
+        meaning: "development only: allows http://, any port, loopback and private addresses as endpoint URLs",
+    },
+    Setting {
+        name: "webhook_retry_delays",
+        default: "30s,5m,30m",
+        meaning: "delays between delivery attempts; attempts = delays + 1",
+    },
+    Setting {
+        name: "webhook_disable_after",
+        default: "10",
+        meaning: "consecutive failed deliveries before an endpoint is disabled",
+    },
+    Setting {
+        name: "webhook_timeout",
+        default: "10s",
+        meaning: "one delivery attempt's time limit",
+    },
+    Setting {
+        name: "webhook_concurrency",
+        default: "64",
+        meaning: "delivery attempts in flight at once, per instance",
+    },
+    Setting {
+        name: "webhook_endpoint_concurrency",
+        default: "4",
+        meaning: "delivery attempts in flight at once to one endpoint, per instance",
+    },
+    Setting {
+        name: "webhook_poll_interval",
+        default: "1s",
+        meaning: "how often the dispatcher looks for due deliveries when nothing woke it (deliveries written by other processes on SQLite)",
+    },
+    Setting {
+        name: "rate_limit_reads",
+        default: "120",
+        meaning: "authenticated reads per credential per minute",
+    },
+    Setting {
+        name: "rate_limit_sends",
+        default: "30",
+        meaning: "message sends per credential per minute",
+    },
+    Setting {
+        name: "rate_limit_tests",
+        default: "10",
+        meaning: "webhook endpoint tests per credential per minute",
+    },
+    Setting {
+        name: "rate_limit_overrides",
+        default: "",
+        meaning: "per-organization limits: ORG_ID:reads=N,sends=N,tests=N; separated by ';'",
+    },
+    Setting {
+        name: "delivery_retention",
+        default: "90d",
+        meaning: "how long webhook delivery records are kept",
+    },
+    Setting {
+        name: "idempotency_retention",
+        default: "7d",
+        meaning: "how long idempotency records are kept",
+    },
+    Setting {
+        name: "idempotency_lease",
+        default: "60s",
+        meaning: "how long a running request holds its idempotency key before another may take it over",
+    },
+    Setting {
+        name: "provider_timeout",
+        default: "15s",
+        meaning: "time limit of one call to a messaging provider",
+    },
+    Setting {
+        name: "purge_interval",
+        default: "10m",
+        meaning: "how often expired records are purged",
+    },
+    Setting {
+        name: "database_max_connections",
+        default: "16",
+        meaning: "connection pool size (PostgreSQL; readers on SQLite)",
+    },
+    Setting {
+        name: "http_header_timeout",
+        default: "10s",
+        meaning: "a client must send a request's headers within this time",
+    },
+    Setting {
+        name: "http_body_timeout",
+        default: "30s",
+        meaning: "a client must send a request's whole body within this time (else 408)",
+    },
+    Setting {
+        name: "shutdown_grace",
+        default: "30s",
+        meaning: "how long SIGTERM waits for in-flight requests and attempts",
+    },
+    Setting {
+        name: "consent_clock_skew",
+        default: "0s",
+        meaning: "how far in the future a consent's captured_at may lie (for callers whose clocks run ahead; by default none: it must not lie in the future)",
+    },
+    Setting {
+        name: "consent_max_age",
+        default: "",
+        meaning: "when set, consent captured longer ago than this is refused (unset: any age)",
+    },
+    Setting {
+        name: "log",
+        default: "info",
+        meaning: "log filter (tracing EnvFilter syntax)",
+    },
+    Setting {
+        name: "log_format",
+        default: "text",
+        meaning: "text or json (one JSON object per line)",
+    },
+];
+
+/// The environment variable of a setting.
+pub fn env_name(setting: &str) -> String {
+    format!("SWITCHBOARD_{}", setting.to_ascii_uppercase())
+}

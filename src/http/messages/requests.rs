@@ -1,0 +1,238 @@
+//! What a send's body asks for, checked for shape: the addressing (channel and recipient) and
+//! either validated content (a plain send) or a catalog plan (conversation initiation or a
+//! campaign recipient, whose rules need the catalogue: `ops::sending::catalog`). Field problems
+//! are one 422 `validation_failed`.
+
+use uuid::Uuid;
+
+use crate::ops::sending::{CatalogMode, CatalogRequest};
+use switchboard_domain::ValidationErrors;
+use switchboard_domain::contact::validate_contact_name;
+use switchboard_domain::message::{
+    Content, MediaInput, TextInput, contains_nul, validate_media, validate_template, validate_text,
+};
+use switchboard_domain::phone::Phone;
+use switchboard_domain::template::parse_request_template;
+
+use super::MAX_SLUG_INPUT;
+use super::views::{SendMediaRequest, SendMessageRequest, SendTemplateRequest};
+use crate::http::error::ApiError;
+
+/// The channel and recipient fields shared by the three sends.
+pub struct Addressing {
+    pub channel_id: Option<i64>,
+    pub channel_slug: Option<String>,
+    pub contact_uuid: Option<Uuid>,
+    pub phone: Option<Phone>,
+}
+
+/// What a send's body asks for, once checked for shape: a plain send of validated content,
+/// or a catalog template send (conversation initiation or a campaign recipient), whose rules
+/// need the catalogue and are checked by `ops::sending::catalog`.
+pub enum SendPlan {
+    Plain(Addressing, Content),
+    Catalog(Addressing, CatalogPlan),
+}
+
+impl From<(Addressing, Content)> for SendPlan {
+    fn from((addressing, content): (Addressing, Content)) -> Self {
+        SendPlan::Plain(addressing, content)
+    }
+}
+
+/// A catalog send, checked for shape.
+pub struct CatalogPlan {
+    pub mode: CatalogMode,
+    pub request: CatalogRequest,
+    pub first_name: Option<String>,
+}
+
+/// Checks the channel and recipient fields of a send, adding field errors.
+pub fn addressing(
+    errors: &mut ValidationErrors,
+    channel_id: Option<i64>,
+    channel_slug: Option<&str>,
+    contact_uuid: Option<&str>,
+    phone: Option<&str>,
+) -> Addressing {
+    let channel_slug = match channel_slug {
+        Some(s) if s.trim().is_empty() => {
+            errors.add("channel_slug", "must not be blank");
+            None
+        }
+        Some(s) if s.chars().count() > MAX_SLUG_INPUT || s.contains('\0') => {
+            errors.add(
+                "channel_slug",
+                format!("must be at most {MAX_SLUG_INPUT} characters"),
+            );
+            None
+        }
+        other => other.map(str::to_owned),
+    };
+    let contact_uuid = contact_uuid.and_then(|s| match Uuid::parse_str(s.trim()) {
+        Ok(u) if s.len() <= 64 => Some(u),
+        _ => {
+            errors.add("contact_uuid", "must be a UUID");
+            None
+        }
+    });
+    let phone = phone.and_then(|p| match Phone::parse(p) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            errors.add("phone", e.to_string());
+            None
+        }
+    });
+    Addressing {
+        channel_id,
+        channel_slug,
+        contact_uuid,
+        phone,
+    }
+}
+
+fn merge(
+    errors: &mut ValidationErrors,
+    result: Result<Content, ValidationErrors>,
+) -> Option<Content> {
+    match result {
+        Ok(c) => Some(c),
+        Err(e) => {
+            errors.0.extend(e.0);
+            None
+        }
+    }
+}
+
+pub fn text_request(r: SendMessageRequest) -> Result<(Addressing, Content), ApiError> {
+    let mut errors = ValidationErrors::new();
+    let addressing = addressing(
+        &mut errors,
+        r.channel_id,
+        r.channel_slug.as_deref(),
+        r.contact_uuid.as_deref(),
+        r.phone.as_deref(),
+    );
+    if r.interactive.as_ref().is_some_and(contains_nul) {
+        errors.add("interactive", "must not contain NUL characters");
+    }
+    let content = merge(
+        &mut errors,
+        validate_text(&TextInput {
+            message: r.message.as_deref(),
+            kind: r.message_type.as_deref(),
+            interactive: r.interactive.as_ref(),
+            preview_url: r.preview_url,
+        }),
+    );
+    match (errors.is_empty(), content) {
+        (true, Some(c)) => Ok((addressing, c)),
+        _ => Err(ApiError::validation(errors)),
+    }
+}
+
+pub fn media_request(r: SendMediaRequest) -> Result<(Addressing, Content), ApiError> {
+    let mut errors = ValidationErrors::new();
+    let addressing = addressing(
+        &mut errors,
+        r.channel_id,
+        r.channel_slug.as_deref(),
+        r.contact_uuid.as_deref(),
+        r.phone.as_deref(),
+    );
+    let content = merge(
+        &mut errors,
+        validate_media(&MediaInput {
+            media_type: r.media_type.as_deref(),
+            media_url: r.media_url.as_deref(),
+            caption: r.caption.as_deref(),
+            file_name: r.file_name.as_deref(),
+        }),
+    );
+    match (errors.is_empty(), content) {
+        (true, Some(c)) => Ok((addressing, c)),
+        _ => Err(ApiError::validation(errors)),
+    }
+}
+
+/// A template send: with `ensure_conversation: true`, a conversation initiation; with
+/// `template_uuid` or `consent` (and without `ensure_conversation: true`), a synchronized
+/// campaign recipient; otherwise a plain template send.
+pub fn template_request(r: SendTemplateRequest) -> Result<SendPlan, ApiError> {
+    if r.ensure_conversation == Some(true) || r.template_uuid.is_some() || r.consent.is_some() {
+        return catalog_request(r);
+    }
+    let mut errors = ValidationErrors::new();
+    let addressing = addressing(
+        &mut errors,
+        r.channel_id,
+        r.channel_slug.as_deref(),
+        r.contact_uuid.as_deref(),
+        r.phone.as_deref(),
+    );
+    let content = merge(&mut errors, validate_template(r.template.as_ref()));
+    match (errors.is_empty(), content) {
+        (true, Some(c)) => Ok(SendPlan::Plain(addressing, c)),
+        _ => Err(ApiError::validation(errors)),
+    }
+}
+
+/// Checks the shape of a catalog send: the addressing, `phone` (required for an initiation
+/// unless `contact_uuid` is given), `first_name`, and the `template` object (optional: the
+/// catalog template gives name and language). Field problems are one 422
+/// `validation_failed`; the catalogue and consent rules come later.
+pub fn catalog_request(r: SendTemplateRequest) -> Result<SendPlan, ApiError> {
+    let mode = if r.ensure_conversation == Some(true) {
+        CatalogMode::Initiation
+    } else {
+        CatalogMode::Campaign
+    };
+    let mut errors = ValidationErrors::new();
+    let addressing: Addressing = addressing(
+        &mut errors,
+        r.channel_id,
+        r.channel_slug.as_deref(),
+        r.contact_uuid.as_deref(),
+        r.phone.as_deref(),
+    );
+    if r.phone.is_none() && r.contact_uuid.is_none() {
+        errors.add(
+            "phone",
+            match mode {
+                CatalogMode::Initiation => {
+                    "is required: the number to start the conversation with, e.g. +4915123456789"
+                }
+                CatalogMode::Campaign => {
+                    "is required (or give contact_uuid): the recipient, e.g. +4915123456789"
+                }
+            },
+        );
+    }
+    let first_name = r.first_name.as_deref().and_then(|n| {
+        validate_contact_name(n)
+            .map_err(|e| errors.add("first_name", e))
+            .ok()
+    });
+    let template = match parse_request_template(r.template.as_ref()) {
+        Ok(t) => t,
+        Err(e) => {
+            errors.0.extend(e.0);
+            None
+        }
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    Ok(SendPlan::Catalog(
+        addressing,
+        CatalogPlan {
+            mode,
+            request: CatalogRequest {
+                template_uuid: r.template_uuid,
+                template,
+                consent: r.consent,
+            },
+            first_name,
+        },
+    ))
+}

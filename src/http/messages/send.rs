@@ -1,0 +1,403 @@
+//! The send endpoints: `POST /api/v1/integrations/messages` (text and interactive),
+//! `/messages/media` and `/messages/template` (plain template sends, conversation initiation and
+//! campaign recipients), and the frame the legacy `/api/send*` routes and flow triggers share:
+//! scope `messages:write`, `Idempotency-Key`, the send through `ops::sending`, and the response
+//! stored in the send's own transaction.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::ops::sending::{
+    CatalogCompletion, CatalogExtra, CatalogSendInput, SendCompletion, SendContext, SendError,
+    SendInput, send_catalog,
+};
+use crate::providers::ProviderError;
+use crate::views::templates::{ConsentOut, TemplateOut};
+use switchboard_domain::scope::Scope;
+use switchboard_store::{ClaimToken, RecordedOutbound, StoredResponse};
+
+use super::requests::{
+    Addressing, CatalogPlan, SendPlan, media_request, template_request, text_request,
+};
+use super::views::{
+    CatalogSendResponse, SendMediaRequest, SendMessageRequest, SendResponse, SendTemplateRequest,
+};
+use super::{MEDIA_PATH, MESSAGES_PATH, TEMPLATE_PATH};
+use crate::http::auth::Principal;
+use crate::http::error::{ApiError, ErrorBody, ErrorObject};
+use crate::http::idempotency::{self, ClaimLost};
+use crate::http::json::{RawJson, parse};
+use crate::http::request_id;
+use crate::http::state::AppState;
+
+pub(super) fn body_bytes(code: &'static str, message: &str, details: Option<Value>) -> Vec<u8> {
+    serde_json::to_vec(&ErrorBody {
+        error: ErrorObject {
+            code: code.to_owned(),
+            message: message.to_owned(),
+            request_id: request_id::current(),
+            details,
+        },
+    })
+    .expect("error bodies serialize")
+}
+
+/// The response stored for a recorded send (and given live): 201 with the send response, or
+/// the 422 of a provider rejection.
+pub(super) fn stored_response(
+    recorded: &RecordedOutbound,
+    rejection: Option<&ProviderError>,
+) -> StoredResponse {
+    match rejection {
+        None => StoredResponse {
+            status: 201,
+            body: serde_json::to_vec(&SendResponse::from(recorded)).expect("responses serialize"),
+        },
+        Some(e) => {
+            let err = send_error(SendError::ProviderRejected {
+                recorded: Box::new(recorded.clone()),
+                error: e.clone(),
+            });
+            StoredResponse {
+                status: err.status.as_u16(),
+                body: body_bytes(err.code, &err.message, err.details),
+            }
+        }
+    }
+}
+
+/// The API error of a failed send: its code, message and details, with the status of the code
+/// (422 for the rules of a send, 503 `provider_unavailable` with `Retry-After: 1`, 409
+/// `idempotency_in_progress`, the store's own errors as everywhere).
+pub fn send_error(e: SendError) -> ApiError {
+    let e = match e {
+        SendError::Store(s) => return ApiError::from(s),
+        SendError::LostClaim => return ApiError::idempotency_in_progress(),
+        e => e,
+    };
+    let unavailable = matches!(e, SendError::ProviderUnavailable(_));
+    let status = match e {
+        SendError::ProviderUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        SendError::FlowNotFound => StatusCode::NOT_FOUND,
+        _ => StatusCode::UNPROCESSABLE_ENTITY,
+    };
+    let mut err = ApiError::new(status, e.code(), e.message());
+    err.details = e.details();
+    if unavailable {
+        err = err.with_header(axum::http::header::RETRY_AFTER, "1");
+    }
+    err
+}
+
+/// The stored (and live) response of a recorded catalog send: 201 with the send response, the
+/// consent and the template, or the 422 of a provider rejection.
+fn catalog_response(
+    recorded: &RecordedOutbound,
+    extra: &CatalogExtra,
+    rejection: Option<&ProviderError>,
+) -> StoredResponse {
+    match rejection {
+        Some(_) => stored_response(recorded, rejection),
+        None => StoredResponse {
+            status: 201,
+            body: serde_json::to_vec(&CatalogSendResponse {
+                send: SendResponse::from(recorded),
+                consent: ConsentOut::new(extra.consent_uuid, &extra.consent, extra.recorded_at),
+                template: TemplateOut::from(&extra.template),
+            })
+            .expect("responses serialize"),
+        },
+    }
+}
+
+/// One send: parse, validate, send, and shape the response (marked recorded when the claim was
+/// completed in the send's transaction).
+async fn perform<T, F, R>(
+    state: AppState,
+    principal: Principal,
+    body: Bytes,
+    token: Option<ClaimToken>,
+    prepare: F,
+) -> Response
+where
+    T: DeserializeOwned,
+    F: FnOnce(T) -> Result<R, ApiError>,
+    R: Into<SendPlan>,
+{
+    let request: T = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let (addressing, content) = match prepare(request).map(Into::into) {
+        Ok(SendPlan::Plain(addressing, content)) => (addressing, content),
+        Ok(SendPlan::Catalog(addressing, plan)) => {
+            return run_catalog_send(state, principal, addressing, plan, token).await;
+        }
+        Err(e) => return e.into_response(),
+    };
+    let input = SendInput {
+        org_id: principal.org_id,
+        api_key_id: Some(principal.key_id),
+        key_default_channel: principal.default_channel_id,
+        channel_id: addressing.channel_id,
+        channel_slug: addressing.channel_slug,
+        contact_uuid: addressing.contact_uuid,
+        phone: addressing.phone,
+        content,
+    };
+    run_plain_send(&state, input, token).await
+}
+
+/// The scope and idempotency frame of a send: `messages:write`, then `Idempotency-Key`
+/// (required on the v1 paths; legacy `/api/send*` routes pass `idempotency_required: false`
+/// and get the same rules when the header is present), then the send itself, whose result and
+/// completed idempotency record are written in one transaction. `prepare` turns the parsed
+/// body into the addressing and validated content ([`text_request`], [`media_request`], or a
+/// legacy route's own), or into a [`SendPlan`] ([`template_request`]: plain template sends,
+/// conversation initiation and campaign recipients).
+pub async fn send_frame<T, F, R>(
+    state: AppState,
+    principal: Principal,
+    headers: HeaderMap,
+    body: Bytes,
+    path: &'static str,
+    idempotency_required: bool,
+    prepare: F,
+) -> Response
+where
+    T: DeserializeOwned + Send + 'static,
+    F: FnOnce(T) -> Result<R, ApiError> + Send + 'static,
+    R: Into<SendPlan> + 'static,
+{
+    if let Err(e) = principal.require(Scope::MessagesWrite) {
+        return e.into_response();
+    }
+    let (work_state, work_principal, work_body) = (state.clone(), principal.clone(), body.clone());
+    idempotency::run_post(
+        &state,
+        &principal,
+        &headers,
+        idempotency_required,
+        path,
+        &body,
+        move |token| perform::<T, F, R>(work_state, work_principal, work_body, token, prepare),
+    )
+    .await
+}
+
+/// The idempotency completion of a plain send (its stored response), when the request holds a
+/// claim.
+pub(crate) fn plain_completion(token: Option<ClaimToken>) -> Option<SendCompletion> {
+    token.map(|token| SendCompletion {
+        token,
+        respond: Box::new(stored_response),
+    })
+}
+
+/// Shapes a plain send's outcome ([`send_outcome`] with the send response).
+pub(crate) fn plain_outcome(
+    result: Result<RecordedOutbound, SendError>,
+    recorded: bool,
+) -> Response {
+    send_outcome(result, recorded, |r| stored_response(r, None).body)
+}
+
+/// Runs a plain (not catalog) send and shapes its response for the idempotency layer. Shared by
+/// the v1 and legacy send paths.
+async fn run_plain_send(state: &AppState, input: SendInput, token: Option<ClaimToken>) -> Response {
+    let completion = plain_completion(token);
+    let recorded = completion.is_some();
+    plain_outcome(
+        crate::ops::sending::send(&send_context(state), input, completion).await,
+        recorded,
+    )
+}
+
+/// Runs a catalog send and shapes its response (marked recorded when the idempotency claim was
+/// completed in the send's transaction).
+async fn run_catalog_send(
+    state: AppState,
+    principal: Principal,
+    addressing: Addressing,
+    plan: CatalogPlan,
+    token: Option<ClaimToken>,
+) -> Response {
+    let input = CatalogSendInput {
+        mode: plan.mode,
+        org_id: principal.org_id,
+        api_key_id: principal.key_id,
+        api_key_prefix: principal.key_prefix.clone(),
+        key_default_channel: principal.default_channel_id,
+        channel_id: addressing.channel_id,
+        channel_slug: addressing.channel_slug,
+        contact_uuid: addressing.contact_uuid,
+        phone: addressing.phone,
+        first_name: plan.first_name,
+        request: plan.request,
+        rules: state.config.consent_rules(),
+    };
+    let completion = token.map(|token| CatalogCompletion {
+        token,
+        respond: Box::new(catalog_response),
+    });
+    let recorded = completion.is_some();
+    let result = send_catalog(&send_context(&state), input, completion).await;
+    send_outcome(result, recorded, |sent| {
+        catalog_response(&sent.recorded, &sent.extra, None).body
+    })
+}
+
+/// What a send needs from the application state.
+pub(crate) fn send_context(state: &AppState) -> SendContext<'_> {
+    SendContext {
+        store: state.store.as_ref(),
+        secrets: &state.secrets,
+        clock: state.clock.as_ref(),
+        providers: &state.providers,
+        cache: &state.config_cache,
+    }
+}
+
+/// Shapes a send's outcome (plain or catalog) for the idempotency layer: 201 with `created`'s
+/// body, a provider rejection's stored 422, `idempotency_in_progress` when the claim was lost,
+/// every other error as [`send_error`] gives it. `recorded`: the idempotency claim was completed
+/// in the send's own transaction.
+pub(crate) fn send_outcome<T>(
+    result: Result<T, SendError>,
+    recorded: bool,
+    created: impl FnOnce(&T) -> Vec<u8>,
+) -> Response {
+    let mark = |mut r: Response| {
+        if recorded {
+            r.extensions_mut().insert(idempotency::ResponseStored);
+        }
+        r
+    };
+    match result {
+        Ok(sent) => mark(idempotency::json_response(
+            StatusCode::CREATED,
+            created(&sent),
+        )),
+        Err(SendError::ProviderRejected { recorded: r, error }) => {
+            let stored = stored_response(&r, Some(&error));
+            mark(idempotency::json_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                stored.body,
+            ))
+        }
+        Err(SendError::LostClaim) => {
+            let mut r = ApiError::idempotency_in_progress().into_response();
+            r.extensions_mut().insert(ClaimLost);
+            r
+        }
+        Err(e) => send_error(e).into_response(),
+    }
+}
+
+/// Send text or interactive content.
+#[utoipa::path(
+    post,
+    path = "/api/v1/integrations/messages",
+    tag = "messages",
+    security(("bearer" = ["messages:write"])),
+    params(("Idempotency-Key" = String, Header, description = "Required. 1 to 120 visible ASCII characters; a UUID is a good choice. Retries with the same key and body replay the first response.")),
+    request_body = SendMessageRequest,
+    responses(
+        (status = 201, description = "Sent (or replayed with `Idempotency-Replayed: true`).", body = SendResponse),
+        (status = 400, description = "malformed_json, idempotency_key_missing, idempotency_key_invalid.", body = ErrorBody),
+        (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
+        (status = 422, description = "validation_failed, channel_conflict, invalid_channel, no_default_channel, conversation_required, outside_service_window, provider_rejected.", body = ErrorBody),
+        (status = 503, description = "provider_unavailable or service_unavailable: nothing was sent; retry with the same key.", body = ErrorBody),
+    )
+)]
+pub async fn send_message(
+    State(state): State<AppState>,
+    principal: Principal,
+    headers: HeaderMap,
+    RawJson(body): RawJson,
+) -> Response {
+    send_frame(
+        state,
+        principal,
+        headers,
+        body,
+        MESSAGES_PATH,
+        true,
+        text_request,
+    )
+    .await
+}
+
+/// Send media (document, image, audio, video or sticker) by URL.
+#[utoipa::path(
+    post,
+    path = "/api/v1/integrations/messages/media",
+    tag = "messages",
+    security(("bearer" = ["messages:write"])),
+    params(("Idempotency-Key" = String, Header, description = "Required. 1 to 120 visible ASCII characters.")),
+    request_body = SendMediaRequest,
+    responses(
+        (status = 201, description = "Sent (or replayed).", body = SendResponse),
+        (status = 400, description = "malformed_json, idempotency_key_missing, idempotency_key_invalid.", body = ErrorBody),
+        (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
+        (status = 422, description = "validation_failed, channel errors, conversation_required, outside_service_window, provider_rejected.", body = ErrorBody),
+        (status = 503, description = "provider_unavailable: nothing was sent.", body = ErrorBody),
+    )
+)]
+pub async fn send_media(
+    State(state): State<AppState>,
+    principal: Principal,
+    headers: HeaderMap,
+    RawJson(body): RawJson,
+) -> Response {
+    send_frame(
+        state,
+        principal,
+        headers,
+        body,
+        MEDIA_PATH,
+        true,
+        media_request,
+    )
+    .await
+}
+
+/// Send a provider template (always allowed on WhatsApp, also outside the service window);
+/// also conversation initiation (`ensure_conversation: true`) and synchronized campaign
+/// recipients (`template_uuid` and `consent` without `ensure_conversation`).
+#[utoipa::path(
+    post,
+    path = "/api/v1/integrations/messages/template",
+    tag = "messages",
+    security(("bearer" = ["messages:write"])),
+    params(("Idempotency-Key" = String, Header, description = "Required. 1 to 120 visible ASCII characters.")),
+    request_body = SendTemplateRequest,
+    responses(
+        (status = 201, description = "Sent (or replayed). Initiation and campaign sends also carry `consent` (the evidence stored, with its uuid) and `template` (the catalog template); an initiation's `conversation` is the open conversation (created or reused).", body = CatalogSendResponse),
+        (status = 400, description = "malformed_json, idempotency_key_missing, idempotency_key_invalid.", body = ErrorBody),
+        (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
+        (status = 422, description = "validation_failed (details.fields: phone, first_name, template.*, contact_uuid, ...), channel_conflict, no_default_channel (plain and campaign sends), invalid_channel (details.reason: channel_id_required, not_found, inactive, not_template_capable, cannot_send, unsupported, not_configured), invalid_template (details.reason: template_uuid_required, not_found, wrong_channel, inactive, not_approved, mismatch, parameters_mismatch; details.fields), consent_required (details.fields under consent.*: missing, not confirmed, unknown purpose or source, blank reference, captured_at malformed or in the future, purpose not matching the template's category), provider_rejected. Nothing is written, except the campaign_send.refused audit entry of a refused campaign send.", body = ErrorBody),
+        (status = 503, description = "provider_unavailable: nothing was sent.", body = ErrorBody),
+    )
+)]
+pub async fn send_template(
+    State(state): State<AppState>,
+    principal: Principal,
+    headers: HeaderMap,
+    RawJson(body): RawJson,
+) -> Response {
+    send_frame(
+        state,
+        principal,
+        headers,
+        body,
+        TEMPLATE_PATH,
+        true,
+        template_request,
+    )
+    .await
+}

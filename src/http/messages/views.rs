@@ -1,0 +1,149 @@
+//! The request and response bodies of the send endpoints (the message, contact, conversation,
+//! template and consent objects in them are `crate::views`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::views::messages::{ContactOut, ConversationOut, MessageOut};
+use crate::views::templates::{ConsentOut, TemplateOut};
+use switchboard_domain::channel::ChannelIdentity;
+use switchboard_store::RecordedOutbound;
+
+/// Send text or interactive content.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct SendMessageRequest {
+    /// The channel, by numeric id. Mutually exclusive with `channel_slug`.
+    pub channel_id: Option<i64>,
+    /// The channel by slug, UUID, provider identifier or normalized name.
+    pub channel_slug: Option<String>,
+    /// The recipient (preferred).
+    pub contact_uuid: Option<String>,
+    /// Legacy: the recipient's phone (E.164 or international form), resolved in the
+    /// organization; a contact is created when none has it.
+    pub phone: Option<String>,
+    /// The body text (1 to 4096 characters); required for `type: text`. For `interactive`, the
+    /// body text when `interactive.body.text` is absent.
+    pub message: Option<String>,
+    /// `text` (default) or `interactive`.
+    #[serde(rename = "type")]
+    pub message_type: Option<String>,
+    /// A WhatsApp Cloud API `interactive` object of type `button` (1 to 3 reply buttons) or
+    /// `list` (up to 10 rows).
+    #[schema(value_type = Option<Object>)]
+    pub interactive: Option<Value>,
+    /// Show a preview of the first URL in the text (WhatsApp, Telegram).
+    pub preview_url: Option<bool>,
+}
+
+/// Send media by URL.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct SendMediaRequest {
+    pub channel_id: Option<i64>,
+    pub channel_slug: Option<String>,
+    pub contact_uuid: Option<String>,
+    pub phone: Option<String>,
+    /// `document`, `image`, `audio`, `video` or `sticker`.
+    pub media_type: Option<String>,
+    /// An absolute http(s) URL the provider downloads the media from.
+    pub media_url: Option<String>,
+    /// The file name shown to the recipient (documents).
+    pub file_name: Option<String>,
+    /// Caption (up to 1024 characters; not for audio and stickers).
+    pub caption: Option<String>,
+}
+
+/// Send a provider template. Three forms:
+///
+/// * a plain template send: `template` (`name`, `language`, `components`) to `contact_uuid` or
+///   `phone`, on the channel chosen as for every send;
+/// * a conversation initiation (`ensure_conversation: true`): explicit `channel_id` of an
+///   active whatsapp_cloud channel, `phone` (or `contact_uuid`), `template_uuid` of an active,
+///   approved catalog template of that channel, `consent`, optionally `first_name` and
+///   `template` (whose `name`/`language` must agree with the catalog; its `components` carry
+///   the parameters, which must fit the template);
+/// * a synchronized campaign recipient: a plain template send that also carries
+///   `template_uuid` and `consent`; the same template and consent rules apply, on the channel
+///   chosen as for every send, without opening a conversation, and every such send is audited
+///   (`campaign_send.validated` / `campaign_send.refused`).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct SendTemplateRequest {
+    /// The channel by id. Required for conversation initiation (an active whatsapp_cloud
+    /// channel); `channel_slug` and default channels do not count there.
+    pub channel_id: Option<i64>,
+    /// The channel by slug, UUID, provider identifier or normalized name (not for initiation).
+    pub channel_slug: Option<String>,
+    /// The recipient (preferred for plain sends).
+    pub contact_uuid: Option<String>,
+    /// The recipient's phone, normalized to E.164 (`+4915123456789`); the organization's contact
+    /// with it is used, or created (with `first_name` on initiation).
+    pub phone: Option<String>,
+    /// `{"name": "order_update", "language": "en_US", "components": [...]}` (WhatsApp Cloud API
+    /// components with their parameters; `language` may also be `{"code": "en_US"}`). Required
+    /// for plain sends; optional for catalog sends (the catalog template gives name and
+    /// language, which must agree when given).
+    #[schema(value_type = Option<Object>)]
+    pub template: Option<Value>,
+    /// `true`: conversation initiation (specification 4.3).
+    pub ensure_conversation: Option<bool>,
+    /// The catalog template (initiation and campaign sends): active, approved, owned by the
+    /// channel.
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub template_uuid: Option<String>,
+    /// Opt-in evidence (initiation and campaign sends).
+    #[schema(value_type = Option<ConsentInput>)]
+    pub consent: Option<Value>,
+    /// The name of a contact created by an initiation (1 to 200 characters).
+    pub first_name: Option<String>,
+}
+
+/// The opt-in evidence of a catalog template send (documentation of the `consent` object).
+#[allow(dead_code)]
+#[derive(utoipa::ToSchema)]
+pub struct ConsentInput {
+    /// Must be `true`.
+    confirmed: bool,
+    /// `utility`, `marketing` or `authentication`; must match the template's category.
+    purpose: String,
+    /// `customer_request`, `website_form`, `checkout`, `in_person`, `phone_call` or `import`.
+    source: String,
+    /// Where the opt-in can be found (a form submission id, an order number, ...): 1 to 256
+    /// characters.
+    reference: String,
+    /// When the opt-in was captured: RFC 3339, not in the future (an operator may allow some
+    /// clock skew with `SWITCHBOARD_CONSENT_CLOCK_SKEW`; none by default).
+    #[schema(value_type = String, format = DateTime)]
+    captured_at: String,
+}
+
+/// The body of a successful send: `201 {"message", "channel", "contact", "conversation"}`.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct SendResponse {
+    pub message: MessageOut,
+    /// The channel actually used.
+    pub channel: ChannelIdentity,
+    pub contact: ContactOut,
+    /// The conversation the message belongs to (null when it belongs to none, e.g. a template
+    /// on a WhatsApp channel without an open conversation).
+    pub conversation: Option<ConversationOut>,
+}
+
+impl From<&RecordedOutbound> for SendResponse {
+    fn from(r: &RecordedOutbound) -> Self {
+        SendResponse {
+            message: MessageOut::from(&r.message),
+            channel: r.message.channel.clone(),
+            contact: ContactOut::from(&r.contact),
+            conversation: r.conversation.as_ref().map(ConversationOut::from),
+        }
+    }
+}
+
+/// The body of a successful catalog send: the send response plus the consent evidence stored
+/// and the catalog template used.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CatalogSendResponse {
+    #[serde(flatten)]
+    pub send: SendResponse,
+    pub consent: ConsentOut,
+    pub template: TemplateOut,
+}

@@ -1,0 +1,361 @@
+//! Webhook endpoints: `GET|POST /webhook-endpoints`, `GET|PUT|DELETE
+//! /webhook-endpoints/{uuid}` and `POST /webhook-endpoints/{uuid}/test`.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Deserializer, Serialize};
+use uuid::Uuid;
+
+use crate::http::json::JsonBody;
+use crate::http::pagination::{Cursor, Page, PageRequest};
+use crate::http::path::Path;
+use crate::http::query::QueryParams;
+use crate::ops::webhooks as ops;
+use switchboard_domain::Timestamp;
+use switchboard_domain::scope::Scope;
+use switchboard_domain::webhooks::endpoint::EndpointStatus;
+use switchboard_store::webhooks::EndpointRecord;
+
+use super::{PageParams, deps, path_uuid};
+use crate::http::auth::Principal;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::state::AppState;
+
+/// A webhook endpoint. `signing_secret` appears only in the answers of create and
+/// rotate-secret.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct EndpointOut {
+    pub uuid: Uuid,
+    pub name: String,
+    /// Public HTTPS URL on port 443.
+    pub url: String,
+    /// Subscriptions: exact event names, `*`, or `namespace.*`.
+    pub events: Vec<String>,
+    /// Custom request headers sent with every delivery.
+    pub headers: BTreeMap<String, String>,
+    pub status: EndpointStatus,
+    /// Why the endpoint is disabled (`null` when active).
+    pub disabled_reason: Option<String>,
+    pub disabled_at: Option<Timestamp>,
+    /// Consecutive failed deliveries (reset by any successful attempt).
+    pub consecutive_failures: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// `whsec_` + 64 hex characters; only on create and rotate-secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signing_secret: Option<String>,
+}
+
+impl From<&EndpointRecord> for EndpointOut {
+    fn from(e: &EndpointRecord) -> Self {
+        EndpointOut {
+            uuid: e.uuid,
+            name: e.name.clone(),
+            url: e.url.clone(),
+            events: e.events.clone(),
+            headers: e.headers.clone(),
+            status: e.status,
+            disabled_reason: e.disabled_reason.clone(),
+            disabled_at: e.disabled_at,
+            consecutive_failures: e.consecutive_failures,
+            created_at: e.created_at,
+            updated_at: e.updated_at,
+            signing_secret: None,
+        }
+    }
+}
+
+/// Body of `POST /webhook-endpoints`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct CreateEndpointBody {
+    /// A label (1 to 200 characters); defaults to the URL's host.
+    pub name: Option<String>,
+    /// Public HTTPS URL on port 443, without credentials.
+    pub url: String,
+    /// Exact event names, `*` or `namespace.*` (at least one).
+    pub events: Vec<String>,
+    /// Custom request headers (at most 20).
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// `active` (default) or `disabled`.
+    #[serde(default)]
+    pub status: Option<EndpointStatus>,
+}
+
+/// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Body of `PUT /webhook-endpoints/{uuid}`: any subset of the fields.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct UpdateEndpointBody {
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub url: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub events: Option<Option<Vec<String>>>,
+    /// Replaces every custom header; `null` or `{}` removes them all.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub headers: Option<Option<BTreeMap<String, String>>>,
+    /// `active` re-enables a disabled endpoint (its failure counter restarts at zero and its
+    /// held deliveries are sent); `disabled` disables it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<EndpointStatus>)]
+    pub status: Option<Option<EndpointStatus>>,
+}
+
+/// List the organization's endpoints, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/integrations/webhook-endpoints",
+    tag = "webhooks",
+    security(("bearer" = ["webhooks:read"])),
+    params(PageParams),
+    responses(
+        (status = 200, description = "A page of endpoints.", body = Page<EndpointOut>),
+        (status = 400, description = "Invalid limit or cursor.", body = ErrorBody),
+    )
+)]
+pub async fn list_endpoints(
+    State(state): State<AppState>,
+    principal: Principal,
+    q: Result<QueryParams<PageParams>, ApiError>,
+) -> ApiResult<Json<Page<EndpointOut>>> {
+    principal.require(Scope::WebhooksRead)?;
+    let QueryParams(q) = q?;
+    Ok(Json(
+        endpoint_page(&state, &principal, &q, false)
+            .await?
+            .map(|e| EndpointOut::from(&e)),
+    ))
+}
+
+/// A page of the organization's endpoints (`legacy`: its legacy webhook records instead),
+/// newest first. The caller has checked `webhooks:read`.
+pub(crate) async fn endpoint_page(
+    state: &AppState,
+    principal: &Principal,
+    q: &PageParams,
+    legacy: bool,
+) -> ApiResult<Page<EndpointRecord>> {
+    let page = PageRequest::parse(q.limit.as_deref(), q.cursor.as_deref())?;
+    let rows = state
+        .store
+        .list_endpoints(
+            principal.org_id,
+            legacy,
+            page.cursor
+                .map(|c| (Timestamp::from_millis(c.time_ms), c.id)),
+            page.fetch_limit(),
+        )
+        .await?;
+    Ok(Page::from_rows(rows, &page, |e| Cursor {
+        time_ms: e.created_at.millis(),
+        id: e.id,
+    }))
+}
+
+/// Create an endpoint. The answer carries its `signing_secret`, shown only now.
+#[utoipa::path(
+    post,
+    path = "/api/v1/integrations/webhook-endpoints",
+    tag = "webhooks",
+    security(("bearer" = ["webhooks:write"])),
+    request_body = CreateEndpointBody,
+    responses(
+        (status = 201, description = "Created, with the signing secret.", body = EndpointOut),
+        (status = 400, description = "Malformed JSON.", body = ErrorBody),
+        (status = 422, description = "validation_failed (unknown events, reserved headers, ...) or unsafe_url.", body = ErrorBody),
+    )
+)]
+pub async fn create_endpoint(
+    State(state): State<AppState>,
+    principal: Principal,
+    body: Result<JsonBody<CreateEndpointBody>, ApiError>,
+) -> ApiResult<Response> {
+    principal.require(Scope::WebhooksWrite)?;
+    let JsonBody(body) = body?;
+    let (record, secret) = ops::create_endpoint(
+        &deps(&state),
+        principal.org_id,
+        ops::CreateEndpoint {
+            name: body.name,
+            url: body.url,
+            events: body.events,
+            headers: body.headers.unwrap_or_default(),
+            status: body.status,
+        },
+        principal.actor(),
+    )
+    .await?;
+    let mut out = EndpointOut::from(&record);
+    out.signing_secret = Some(secret);
+    Ok((StatusCode::CREATED, Json(out)).into_response())
+}
+
+/// Read one endpoint.
+#[utoipa::path(
+    get,
+    path = "/api/v1/integrations/webhook-endpoints/{uuid}",
+    tag = "webhooks",
+    security(("bearer" = ["webhooks:read"])),
+    params(("uuid" = String, Path, description = "The endpoint's UUID.")),
+    responses(
+        (status = 200, description = "The endpoint.", body = EndpointOut),
+        (status = 404, description = "No such endpoint in this organization.", body = ErrorBody),
+    )
+)]
+pub async fn get_endpoint(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(uuid): Path<String>,
+) -> ApiResult<Json<EndpointOut>> {
+    principal.require(Scope::WebhooksRead)?;
+    let uuid = path_uuid(&uuid, "The webhook endpoint")?;
+    let e = ops::get_endpoint(&deps(&state), principal.org_id, uuid, ops::Kind::Endpoint).await?;
+    Ok(Json(EndpointOut::from(&e)))
+}
+
+fn not_null<T>(
+    v: Option<Option<T>>,
+    field: &str,
+    errors: &mut switchboard_domain::ValidationErrors,
+) -> Option<T> {
+    match v {
+        Some(Some(v)) => Some(v),
+        Some(None) => {
+            errors.add(field, "must not be null");
+            None
+        }
+        None => None,
+    }
+}
+
+/// Update an endpoint with any subset of `name`, `url`, `events`, `headers`, `status`.
+#[utoipa::path(
+    put,
+    path = "/api/v1/integrations/webhook-endpoints/{uuid}",
+    tag = "webhooks",
+    security(("bearer" = ["webhooks:write"])),
+    params(("uuid" = String, Path, description = "The endpoint's UUID.")),
+    request_body = UpdateEndpointBody,
+    responses(
+        (status = 200, description = "The endpoint after the change.", body = EndpointOut),
+        (status = 400, description = "Malformed JSON.", body = ErrorBody),
+        (status = 404, description = "No such endpoint in this organization.", body = ErrorBody),
+        (status = 422, description = "validation_failed or unsafe_url.", body = ErrorBody),
+    )
+)]
+pub async fn update_endpoint(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(uuid): Path<String>,
+    body: Result<JsonBody<UpdateEndpointBody>, ApiError>,
+) -> ApiResult<Json<EndpointOut>> {
+    principal.require(Scope::WebhooksWrite)?;
+    let JsonBody(body) = body?;
+    let uuid = path_uuid(&uuid, "The webhook endpoint")?;
+    let mut errors = switchboard_domain::ValidationErrors::new();
+    let input = ops::UpdateEndpoint {
+        name: not_null(body.name, "name", &mut errors),
+        url: not_null(body.url, "url", &mut errors),
+        events: not_null(body.events, "events", &mut errors),
+        headers: body.headers.map(Option::unwrap_or_default),
+        status: not_null(body.status, "status", &mut errors),
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let e = ops::update_endpoint(
+        &deps(&state),
+        principal.org_id,
+        uuid,
+        input,
+        principal.actor(),
+    )
+    .await?;
+    Ok(Json(EndpointOut::from(&e)))
+}
+
+/// Delete an endpoint. It receives nothing more; its unfinished deliveries end `failed`
+/// (`endpoint_deleted`); the ledger keeps its deliveries.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/integrations/webhook-endpoints/{uuid}",
+    tag = "webhooks",
+    security(("bearer" = ["webhooks:write"])),
+    params(("uuid" = String, Path, description = "The endpoint's UUID.")),
+    responses(
+        (status = 204, description = "Deleted."),
+        (status = 404, description = "No such endpoint in this organization.", body = ErrorBody),
+    )
+)]
+pub async fn delete_endpoint(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(uuid): Path<String>,
+) -> ApiResult<StatusCode> {
+    principal.require(Scope::WebhooksWrite)?;
+    let uuid = path_uuid(&uuid, "The webhook endpoint")?;
+    ops::delete_endpoint(
+        &deps(&state),
+        principal.org_id,
+        uuid,
+        ops::Kind::Endpoint,
+        principal.actor(),
+    )
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The answer of the test operation.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TestOut {
+    /// The delivery to follow in the ledger.
+    pub delivery_id: Uuid,
+    /// The `integration.test` event (`metadata.event_id` of the envelope).
+    pub event_id: Uuid,
+}
+
+/// Send an `integration.test` event to this endpoint alone (whatever its subscriptions, even
+/// when disabled). Limited to 10 per minute per key by default.
+#[utoipa::path(
+    post,
+    path = "/api/v1/integrations/webhook-endpoints/{uuid}/test",
+    tag = "webhooks",
+    security(("bearer" = ["webhooks:write"])),
+    params(("uuid" = String, Path, description = "The endpoint's UUID.")),
+    responses(
+        (status = 202, description = "Queued for delivery.", body = TestOut),
+        (status = 404, description = "No such endpoint in this organization.", body = ErrorBody),
+    )
+)]
+pub async fn test_endpoint(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(uuid): Path<String>,
+) -> ApiResult<Response> {
+    principal.require(Scope::WebhooksWrite)?;
+    let uuid = path_uuid(&uuid, "The webhook endpoint")?;
+    let (delivery_id, event_id) = ops::send_test(&deps(&state), principal.org_id, uuid).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(TestOut {
+            delivery_id,
+            event_id,
+        }),
+    )
+        .into_response())
+}

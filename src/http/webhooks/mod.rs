@@ -1,0 +1,149 @@
+//! Webhooks: the event catalogue ([`events`]), endpoints ([`endpoints`], [`secrets`]), and the
+//! delivery ledger ([`deliveries`]). The rules are `ops::webhooks`'s.
+//!
+//! * `GET /webhook-events` (webhooks:read): the 146 events of the catalogue.
+//! * `GET|POST /webhook-endpoints`, `GET|PUT|DELETE /webhook-endpoints/{uuid}`,
+//!   `POST /webhook-endpoints/{uuid}/rotate-secret`, `POST /webhook-endpoints/{uuid}/test`.
+//! * `GET /webhook-deliveries`, `GET /webhook-deliveries/{delivery_id}`,
+//!   `POST /webhook-deliveries/{delivery_id}/retry`.
+
+pub mod deliveries;
+pub mod endpoints;
+pub mod events;
+pub mod secrets;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::ops::webhooks::{Deps, WebhookError};
+use crate::webhooks::url_safety::Policy;
+use switchboard_domain::webhooks::catalogue::EventType;
+use switchboard_domain::webhooks::endpoint::EndpointStatus;
+use switchboard_store::webhooks::DeliveryStatus;
+
+use deliveries::{
+    AttemptOut, DeliveryDetailOut, DeliveryOut, get_delivery, list_deliveries, retry_delivery,
+};
+use endpoints::{
+    CreateEndpointBody, EndpointOut, TestOut, UpdateEndpointBody, create_endpoint, delete_endpoint,
+    get_endpoint, list_endpoints, test_endpoint, update_endpoint,
+};
+use events::list_events;
+use secrets::rotate_secret;
+
+use super::error::{ApiError, ApiResult};
+use super::state::AppState;
+
+const BASE: &str = "/api/v1/integrations";
+
+impl From<WebhookError> for ApiError {
+    fn from(e: WebhookError) -> Self {
+        match e {
+            WebhookError::Validation(errors) => ApiError::validation(errors),
+            WebhookError::UnsafeUrl(m) => ApiError::unprocessable(
+                "unsafe_url",
+                format!("The endpoint URL is not allowed: {m}."),
+            )
+            .with_details(serde_json::json!({ "field": "url" })),
+            WebhookError::NotFound(what) => ApiError::not_found(what),
+            WebhookError::EndpointDeleted => ApiError::new(
+                StatusCode::CONFLICT,
+                "endpoint_deleted",
+                "The endpoint of this delivery has been deleted; it cannot be redelivered.",
+            ),
+            WebhookError::Store(e) => e.into(),
+        }
+    }
+}
+
+pub(crate) fn deps(state: &AppState) -> Deps<'_> {
+    Deps {
+        store: state.store.as_ref(),
+        secrets: &state.secrets,
+        clock: state.clock.as_ref(),
+        policy: Policy {
+            allow_private: state.config.webhook_allow_private_targets,
+        },
+        lookup: &state.webhook_lookup,
+    }
+}
+
+/// A UUID from the path; anything else cannot name a resource of the organization (404).
+pub(crate) fn path_uuid(raw: &str, what: &str) -> ApiResult<Uuid> {
+    Uuid::parse_str(raw).map_err(|_| ApiError::not_found(what))
+}
+
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageParams {
+    /// 1 to 200 (default 50).
+    pub limit: Option<String>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(&format!("{BASE}/webhook-events"), get(list_events))
+        .route(
+            &format!("{BASE}/webhook-endpoints"),
+            get(list_endpoints).post(create_endpoint),
+        )
+        .route(
+            &format!("{BASE}/webhook-endpoints/{{uuid}}"),
+            get(get_endpoint)
+                .put(update_endpoint)
+                .delete(delete_endpoint),
+        )
+        .route(
+            &format!("{BASE}/webhook-endpoints/{{uuid}}/rotate-secret"),
+            post(rotate_secret),
+        )
+        // The rate limiter classifies this route template as `tests`.
+        .route(
+            "/api/v1/integrations/webhook-endpoints/{uuid}/test",
+            post(test_endpoint),
+        )
+        .route(&format!("{BASE}/webhook-deliveries"), get(list_deliveries))
+        .route(
+            &format!("{BASE}/webhook-deliveries/{{delivery_id}}"),
+            get(get_delivery),
+        )
+        .route(
+            &format!("{BASE}/webhook-deliveries/{{delivery_id}}/retry"),
+            post(retry_delivery),
+        )
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    paths(
+        events::list_events,
+        endpoints::list_endpoints,
+        endpoints::create_endpoint,
+        endpoints::get_endpoint,
+        endpoints::update_endpoint,
+        endpoints::delete_endpoint,
+        secrets::rotate_secret,
+        endpoints::test_endpoint,
+        deliveries::list_deliveries,
+        deliveries::get_delivery,
+        deliveries::retry_delivery
+    ),
+    components(schemas(
+        EventType,
+        EndpointOut,
+        EndpointStatus,
+        CreateEndpointBody,
+        UpdateEndpointBody,
+        TestOut,
+        DeliveryOut,
+        DeliveryStatus,
+        AttemptOut,
+        DeliveryDetailOut
+    ))
+)]
+pub struct WebhooksApi;

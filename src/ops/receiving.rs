@@ -1,0 +1,177 @@
+//! Receiving: what providers report for a channel (inbound messages, status updates) and the
+//! sandbox tools that play a provider's part (`admin sandbox inbound|status`).
+
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::providers::ParsedCallback;
+use switchboard_domain::Timestamp;
+use switchboard_domain::channel::{Channel, ChannelType};
+use switchboard_domain::clock::Clock;
+use switchboard_domain::contact::InboundSender;
+use switchboard_domain::message::{Direction, MAX_TEXT_CHARS, MessageStatus, MessageType};
+use switchboard_domain::phone::Phone;
+use switchboard_store::{
+    BatchOutcome, InboundOutcome, InboundSender as StoredSender, MessageRecord, MessageRef,
+    NewInbound, NewStatus, ProviderBatch, StatusOutcome, Store, StoreError,
+};
+
+use super::message_events::batch_effects;
+use super::{OpError, OpResult};
+
+/// Records what a provider reported for a channel (inbound messages and status updates).
+pub async fn ingest(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    channel: &Channel,
+    parsed: ParsedCallback,
+) -> OpResult<BatchOutcome> {
+    let now = clock.now();
+    let batch = ProviderBatch {
+        org_id: channel.org_id,
+        channel_id: channel.id,
+        messages: parsed
+            .messages
+            .into_iter()
+            .map(|m| NewInbound {
+                // The store has its own copy of the sender type (providers do not use the store).
+                sender: match m.sender {
+                    InboundSender::Phone(phone) => StoredSender::Phone(phone),
+                    InboundSender::Telegram { chat_id } => StoredSender::Telegram { chat_id },
+                },
+                profile_name: m.profile_name,
+                uuid: Uuid::now_v7(),
+                message_type: m.message_type,
+                content: m.content,
+                provider_message_id: m.provider_message_id,
+                sent_at: m.sent_at.unwrap_or(now).min(now),
+            })
+            .collect(),
+        statuses: parsed
+            .statuses
+            .into_iter()
+            .map(|s| NewStatus {
+                message: MessageRef::Provider(s.provider_message_id),
+                status: s.status,
+                error: s.error,
+            })
+            .collect(),
+        now,
+    };
+    let outcome = store
+        .record_provider_batch(batch, Box::new(batch_effects))
+        .await?;
+    metrics::counter!("provider_callbacks_total", "channel_type" => channel.channel_type.as_str())
+        .increment(1);
+    Ok(outcome)
+}
+
+async fn sandbox_channel(store: &dyn Store, id: i64) -> OpResult<Channel> {
+    let channel = store.get_channel(id).await.map_err(|e| match e {
+        StoreError::NotFound => OpError::not_found(format!("channel {id} does not exist")),
+        other => other.into(),
+    })?;
+    if channel.channel_type != ChannelType::Sandbox {
+        return Err(OpError::invalid(format!(
+            "channel {id} is a {} channel; the sandbox tools work on sandbox channels only",
+            channel.channel_type
+        )));
+    }
+    Ok(channel)
+}
+
+/// `admin sandbox inbound`: a text from `from` on a sandbox channel, sent at `at` (default:
+/// now; never later than now).
+pub async fn sandbox_inbound(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    channel_id: i64,
+    from: &str,
+    text: &str,
+    at: Option<Timestamp>,
+) -> OpResult<MessageRecord> {
+    let phone = Phone::parse(from).map_err(|e| OpError::invalid_field("from", e.to_string()))?;
+    if text.trim().is_empty() || text.contains('\0') || text.chars().count() > MAX_TEXT_CHARS {
+        return Err(OpError::invalid_field(
+            "text",
+            format!("expected 1 to {MAX_TEXT_CHARS} characters"),
+        ));
+    }
+    let channel = sandbox_channel(store, channel_id).await?;
+    let outcome = ingest(
+        store,
+        clock,
+        &channel,
+        ParsedCallback {
+            messages: vec![crate::providers::ParsedInbound {
+                sender: InboundSender::Phone(phone),
+                profile_name: None,
+                message_type: MessageType::Text,
+                content: json!({ "body": text }),
+                provider_message_id: format!("sandbox-in-{}", Uuid::now_v7().simple()),
+                sent_at: at,
+            }],
+            statuses: vec![],
+            templates: vec![],
+            skipped: 0,
+        },
+    )
+    .await?;
+    match outcome.messages.into_iter().next() {
+        Some(InboundOutcome::Stored(r)) => Ok(r.message.clone()),
+        _ => Err(OpError::conflict("the message was not stored")),
+    }
+}
+
+/// `admin sandbox status`: moves an outbound message of a sandbox channel forward.
+pub async fn sandbox_status(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    message_id: i64,
+    status: MessageStatus,
+    error: Option<String>,
+) -> OpResult<MessageRecord> {
+    let message = store.get_message(message_id).await.map_err(|e| match e {
+        StoreError::NotFound => OpError::not_found(format!("message {message_id} does not exist")),
+        other => other.into(),
+    })?;
+    let channel = sandbox_channel(store, message.channel.id).await?;
+    if message.direction != Direction::Outbound {
+        return Err(OpError::invalid(format!(
+            "message {message_id} is inbound; only outbound messages change status"
+        )));
+    }
+    let error = (status == MessageStatus::Failed).then(|| {
+        json!({
+            "code": "delivery_failed",
+            "message": error.unwrap_or_else(|| "The sandbox reported a failure.".into()),
+            "provider": "sandbox",
+        })
+    });
+    let outcome = store
+        .record_provider_batch(
+            ProviderBatch {
+                org_id: channel.org_id,
+                channel_id: channel.id,
+                messages: vec![],
+                statuses: vec![NewStatus {
+                    message: MessageRef::Id(message_id),
+                    status,
+                    error,
+                }],
+                now: clock.now(),
+            },
+            Box::new(batch_effects),
+        )
+        .await?;
+    match outcome.statuses.into_iter().next() {
+        Some(StatusOutcome::Applied { message, .. }) => Ok(message),
+        Some(StatusOutcome::Ignored { message }) => Err(OpError::conflict(format!(
+            "message {message_id} is {}; it cannot move to {status} (statuses only move forward: sent, delivered, read; failed before delivery)",
+            message.status
+        ))),
+        _ => Err(OpError::not_found(format!(
+            "message {message_id} does not exist"
+        ))),
+    }
+}

@@ -1,0 +1,12 @@
+//! Views: the JSON representation of each resource, defined once and shared by the API's
+//! responses (`http`), the `data` of the events a change writes in its own transaction
+//! (`ops`) and the admin tools' `--json` output (`cli`). Plain data with `Serialize` and the
+//! OpenAPI schema; nothing here imports `ops`, `http` or `cli` (see `tests/architecture.rs`).
+//!
+//! Request bodies and response envelopes that only the HTTP API has (`SendResponse`, page
+//! envelopes, error bodies) live with their handlers in `http`.
+
+pub mod campaigns;
+pub mod groups;
+pub mod messages;
+pub mod templates;
