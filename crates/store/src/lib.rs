@@ -76,6 +76,10 @@ pub enum StoreError {
     /// The operation's own precondition failed (message for people).
     #[error("{0}")]
     Conflict(String),
+    /// The idempotency claim the change was to complete is no longer this request's (another
+    /// request took the key over after the claim's lease ran out): nothing was written.
+    #[error("the idempotency claim was lost to another request")]
+    ClaimLost,
     #[error("database error: {0}")]
     Other(String),
 }
@@ -134,10 +138,37 @@ impl Hooks {
     pub fn outbox_written(&self) {
         self.outbox.notify_one();
     }
+}
 
-    /// What the dispatcher waits on.
-    pub fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {
-        self.outbox.clone()
+/// What wakes the webhook dispatcher: a commit of this process that wrote outbox events and,
+/// on PostgreSQL, a commit of any other instance that wrote deliveries (the store listens to
+/// its own `NOTIFY`, reconnecting when the connection is lost). The listener runs while a
+/// `Wakeups` of the process is alive; dropping the last one stops it.
+#[derive(Clone, Debug)]
+pub struct Wakeups {
+    signal: Arc<tokio::sync::Notify>,
+    _listener: Option<Arc<ListenerTask>>,
+}
+
+impl Wakeups {
+    /// Waits for the next wake-up (one stored wake-up is kept, so none is lost between waits).
+    pub async fn notified(&self) {
+        self.signal.notified().await;
+    }
+
+    /// Wakes the waiter (also used by the dispatcher itself, e.g. when a slot frees up).
+    pub fn wake(&self) {
+        self.signal.notify_one();
+    }
+}
+
+/// Aborts the listener task with the last `Wakeups`.
+#[derive(Debug)]
+struct ListenerTask(tokio::task::JoinHandle<()>);
+
+impl Drop for ListenerTask {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -236,8 +267,9 @@ pub trait SystemStore: Send + Sync {
     /// The configuration generation: a counter that every change to API keys or channels
     /// bumps in its own transaction (see `cache`).
     async fn config_generation(&self) -> StoreResult<i64>;
-    /// Notified (in this process) after every commit that wrote outbox events.
-    fn outbox_signal(&self) -> Arc<tokio::sync::Notify>;
+    /// The dispatcher's wake-ups (see [`Wakeups`]): this process's commits that wrote outbox
+    /// events and, on PostgreSQL, every instance's commits that wrote deliveries.
+    fn wakeups(&self) -> Wakeups;
     /// Re-encrypts every stored secret with `reseal` (sealed value, associated data) and
     /// replaces the setting `check_key` with `new_check`, in one transaction. Returns the
     /// number of secrets re-encrypted. Any failure changes nothing.

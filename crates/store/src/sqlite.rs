@@ -84,6 +84,15 @@ impl SqliteStore {
     }
 
     pub(super) const BACKEND: &'static str = "sqlite";
+
+    /// SQLite: this process's commits only (other processes' deliveries are found by the
+    /// dispatcher's poll).
+    pub(super) fn start_wakeups(&self) -> super::Wakeups {
+        super::Wakeups {
+            signal: self.hooks.outbox.clone(),
+            _listener: None,
+        }
+    }
 }
 
 /// Statements whose text differs between the backends.

@@ -60,9 +60,7 @@ pub(crate) async fn complete_tx(
     if done.rows_affected() == 1 {
         Ok(())
     } else {
-        Err(StoreError::Conflict(
-            "the idempotency claim was lost to another request".into(),
-        ))
+        Err(StoreError::ClaimLost)
     }
 }
 
@@ -181,7 +179,7 @@ impl IdempotencyStore for Backend {
                 tx.commit(Effects::none()).await?;
                 Ok(true)
             }
-            Err(StoreError::Conflict(_)) => Ok(false),
+            Err(StoreError::ClaimLost) => Ok(false),
             Err(e) => Err(e),
         }
     }

@@ -1,5 +1,3 @@
-use std::sync::Arc;
-
 use async_trait::async_trait;
 
 use super::Backend;
@@ -84,8 +82,8 @@ impl SystemStore for Backend {
         )
     }
 
-    fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {
-        self.hooks.outbox_signal()
+    fn wakeups(&self) -> crate::Wakeups {
+        self.start_wakeups()
     }
 
     async fn reseal_secrets(
