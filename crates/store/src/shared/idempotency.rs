@@ -232,7 +232,12 @@ impl IdempotencyStore for Backend {
     async fn purge_idempotency(&self, now: Timestamp, batch: i64) -> StoreResult<u64> {
         let mut tx = self.write().await?;
         let done = sqlx::query(
-            "DELETE FROM idempotency_records WHERE id IN (
+            // The conditions are repeated outside the sub-query: on PostgreSQL a row that a
+            // concurrent request re-claimed after the sub-query read it is re-checked against
+            // the outer WHERE only (READ COMMITTED), and must then be kept.
+            "DELETE FROM idempotency_records
+             WHERE expires_at <= $1 AND (state = 'completed' OR locked_until IS NULL OR locked_until <= $1)
+               AND id IN (
                  SELECT id FROM idempotency_records
                  WHERE expires_at <= $1 AND (state = 'completed' OR locked_until IS NULL OR locked_until <= $1)
                  ORDER BY expires_at LIMIT $2)",
