@@ -24,10 +24,16 @@ use switchboard_domain::event::Effects;
 use switchboard_domain::organization::Organization;
 use switchboard_domain::scope::ScopeSet;
 
+pub mod campaigns;
+pub mod canned_replies;
+pub mod contacts;
 mod database_url;
+pub mod flows;
+pub mod groups;
 pub mod legacy;
 pub mod messaging;
 pub mod org_data;
+pub mod page;
 mod postgres;
 mod sqlite;
 pub mod templates;
@@ -39,8 +45,12 @@ pub use org_data::{
     Member, MemberChange, MemberQuery, NewMember, OrgEventQuery, OrgEventRecord, UserRecord,
 };
 
+pub use campaigns::CampaignStore;
+pub use canned_replies::CannedReplyStore;
+pub use contacts::{ContactStore, NewContact};
 pub use database_url::DatabaseUrl;
-pub use legacy::LegacyStore;
+pub use flows::FlowStore;
+pub use groups::GroupStore;
 pub use messaging::*;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
@@ -48,7 +58,7 @@ pub use templates::{
     ConsentContext, ConsentRecord, NewConsent, NewTemplate, ProviderTemplateStatus, TemplateChange,
     TemplatePatch, TemplateRecord,
 };
-pub use webhooks::WebhookStore;
+pub use webhooks::{DeliveryStore, EndpointStore, LedgerStore};
 
 /// A storage failure, the same on both backends.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +76,10 @@ pub enum StoreError {
     /// The operation's own precondition failed (message for people).
     #[error("{0}")]
     Conflict(String),
+    /// The idempotency claim the change was to complete is no longer this request's (another
+    /// request took the key over after the claim's lease ran out): nothing was written.
+    #[error("the idempotency claim was lost to another request")]
+    ClaimLost,
     #[error("database error: {0}")]
     Other(String),
 }
@@ -124,10 +138,37 @@ impl Hooks {
     pub fn outbox_written(&self) {
         self.outbox.notify_one();
     }
+}
 
-    /// What the dispatcher waits on.
-    pub fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {
-        self.outbox.clone()
+/// What wakes the webhook dispatcher: a commit of this process that wrote outbox events and,
+/// on PostgreSQL, a commit of any other instance that wrote deliveries (the store listens to
+/// its own `NOTIFY`, reconnecting when the connection is lost). The listener runs while a
+/// `Wakeups` of the process is alive; dropping the last one stops it.
+#[derive(Clone, Debug)]
+pub struct Wakeups {
+    signal: Arc<tokio::sync::Notify>,
+    _listener: Option<Arc<ListenerTask>>,
+}
+
+impl Wakeups {
+    /// Waits for the next wake-up (one stored wake-up is kept, so none is lost between waits).
+    pub async fn notified(&self) {
+        self.signal.notified().await;
+    }
+
+    /// Wakes the waiter (also used by the dispatcher itself, e.g. when a slot frees up).
+    pub fn wake(&self) {
+        self.signal.notify_one();
+    }
+}
+
+/// Aborts the listener task with the last `Wakeups`.
+#[derive(Debug)]
+struct ListenerTask(tokio::task::JoinHandle<()>);
+
+impl Drop for ListenerTask {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -226,8 +267,9 @@ pub trait SystemStore: Send + Sync {
     /// The configuration generation: a counter that every change to API keys or channels
     /// bumps in its own transaction (see `cache`).
     async fn config_generation(&self) -> StoreResult<i64>;
-    /// Notified (in this process) after every commit that wrote outbox events.
-    fn outbox_signal(&self) -> Arc<tokio::sync::Notify>;
+    /// The dispatcher's wake-ups (see [`Wakeups`]): this process's commits that wrote outbox
+    /// events and, on PostgreSQL, every instance's commits that wrote deliveries.
+    fn wakeups(&self) -> Wakeups;
     /// Re-encrypts every stored secret with `reseal` (sealed value, associated data) and
     /// replaces the setting `check_key` with `new_check`, in one transaction. Returns the
     /// number of secrets re-encrypted. Any failure changes nothing.
@@ -386,28 +428,9 @@ pub trait OrgLogStore: Send + Sync {
     async fn get_org_event(&self, org_id: i64, uuid: Uuid) -> StoreResult<OrgEventRecord>;
 }
 
-/// Contacts, conversations and messages.
+/// Conversations (opened and continued by the messages recorded through [`MessageStore`]).
 #[async_trait]
-pub trait MessageStore: Send + Sync {
-    /// Creates a contact; a phone or Telegram chat the organization already has is
-    /// `UniqueViolation`.
-    async fn create_contact(
-        &self,
-        new: NewContact,
-        effects: EffectsFn<'_, switchboard_domain::contact::Contact>,
-    ) -> StoreResult<switchboard_domain::contact::Contact>;
-    /// A contact of the organization by UUID.
-    async fn find_contact(
-        &self,
-        org_id: i64,
-        uuid: Uuid,
-    ) -> StoreResult<Option<switchboard_domain::contact::Contact>>;
-    /// The organization's contact with this phone.
-    async fn find_contact_by_phone(
-        &self,
-        org_id: i64,
-        phone: &switchboard_domain::phone::Phone,
-    ) -> StoreResult<Option<switchboard_domain::contact::Contact>>;
+pub trait ConversationStore: Send + Sync {
     /// The open conversation of a contact on a channel.
     async fn find_open_conversation(
         &self,
@@ -420,6 +443,11 @@ pub trait MessageStore: Send + Sync {
         org_id: i64,
         uuid: Uuid,
     ) -> StoreResult<Option<switchboard_domain::contact::Conversation>>;
+}
+
+/// Messages, outbound and inbound, with the contacts and conversations they create.
+#[async_trait]
+pub trait MessageStore: Send + Sync {
     /// Records an outbound message with its contact (found or created) and conversation (per
     /// the policy), its effects and, when given, the completion of its idempotency claim, in
     /// one transaction. A claim no longer owned is `Conflict` and nothing is written.
@@ -495,6 +523,14 @@ pub trait TemplateStore: Send + Sync {
     ) -> StoreResult<TemplateChange>;
     /// A template by UUID, in any organization (for the admin tools).
     async fn get_template(&self, uuid: Uuid) -> StoreResult<TemplateRecord>;
+    /// A page of the organization's catalogue, newest first, optionally filtered.
+    async fn list_templates_page(
+        &self,
+        org_id: i64,
+        channel_id: Option<i64>,
+        status: Option<switchboard_domain::template::TemplateStatus>,
+        page: page::PageQuery,
+    ) -> StoreResult<Vec<TemplateRecord>>;
     /// A template of the organization by UUID.
     async fn find_template(&self, org_id: i64, uuid: Uuid) -> StoreResult<Option<TemplateRecord>>;
     /// A channel's templates, oldest first.
@@ -536,11 +572,18 @@ pub trait Store:
     + EventStore
     + UserStore
     + OrgLogStore
+    + ContactStore
+    + ConversationStore
     + MessageStore
     + IdempotencyStore
-    + WebhookStore
+    + EndpointStore
+    + DeliveryStore
+    + LedgerStore
     + TemplateStore
-    + LegacyStore
+    + GroupStore
+    + CannedReplyStore
+    + CampaignStore
+    + FlowStore
 {
 }
 
@@ -552,11 +595,18 @@ impl<T> Store for T where
         + EventStore
         + UserStore
         + OrgLogStore
+        + ContactStore
+        + ConversationStore
         + MessageStore
         + IdempotencyStore
-        + WebhookStore
+        + EndpointStore
+        + DeliveryStore
+        + LedgerStore
         + TemplateStore
-        + LegacyStore
+        + GroupStore
+        + CannedReplyStore
+        + CampaignStore
+        + FlowStore
 {
 }
 

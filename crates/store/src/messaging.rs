@@ -1,4 +1,4 @@
-//! Records of the messaging aggregate (contacts, conversations, messages) and of idempotency.
+//! Records of the messaging aggregate (conversations, messages) and of idempotency.
 
 use std::time::Duration;
 
@@ -37,16 +37,6 @@ pub struct MessageRecord {
     pub updated_at: Timestamp,
     /// The consent evidence the message was sent under (catalog template sends).
     pub consent_uuid: Option<Uuid>,
-}
-
-#[derive(Clone, Debug)]
-pub struct NewContact {
-    pub org_id: i64,
-    pub uuid: Uuid,
-    pub phone: Option<Phone>,
-    pub name: Option<String>,
-    pub telegram_chat_id: Option<String>,
-    pub now: Timestamp,
 }
 
 /// Who an outbound message goes to.

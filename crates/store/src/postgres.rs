@@ -63,12 +63,52 @@ impl PgStore {
             .map_err(|e| StoreError::Other(format!("migration failed: {e}")))
     }
 
-    /// Called after a transaction that wrote outbox events has committed.
-    pub(super) async fn notify_outbox(&self) {
-        self.hooks.outbox_written();
-    }
-
     pub(super) const BACKEND: &'static str = "postgres";
+
+    /// PostgreSQL: this process's commits, and every instance's through `LISTEN` on a
+    /// connection of its own (made with the pool's options), reconnecting every 2 s while the
+    /// database is unreachable. Deliveries committed while not listening are found by the
+    /// dispatcher's poll, and a reconnection wakes it once.
+    pub(super) fn start_wakeups(&self) -> super::Wakeups {
+        let signal = self.hooks.outbox.clone();
+        let pool = self.pool.clone();
+        let wake = signal.clone();
+        let task = tokio::spawn(async move {
+            let mut reconnect = false;
+            loop {
+                match sqlx::postgres::PgListener::connect_with(&pool).await {
+                    Ok(mut listener) => match listener.listen(dialect::DELIVERIES_CHANNEL).await {
+                        Ok(()) => {
+                            tracing::debug!("listening for webhook deliveries of other instances");
+                            if reconnect {
+                                // Deliveries committed while the listener was away.
+                                wake.notify_one();
+                            }
+                            loop {
+                                if let Err(e) = listener.recv().await {
+                                    tracing::warn!(error = %e, "lost the PostgreSQL LISTEN connection; reconnecting");
+                                    break;
+                                }
+                                wake.notify_one();
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot LISTEN for webhook deliveries")
+                        }
+                    },
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot connect to LISTEN for webhook deliveries")
+                    }
+                }
+                reconnect = true;
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        });
+        super::Wakeups {
+            signal,
+            _listener: Some(std::sync::Arc::new(super::ListenerTask(task))),
+        }
+    }
 }
 
 /// Statements whose text differs between the backends.
@@ -85,6 +125,8 @@ pub(super) mod dialect {
     /// Appended to a SELECT that locks one endpoint row for the rest of the transaction
     /// (without blocking inserts of deliveries that reference it).
     pub const FOR_NO_KEY_UPDATE: &str = " FOR NO KEY UPDATE";
+    /// The notification channel of committed deliveries (see `PgStore::start_wakeups`).
+    pub const DELIVERIES_CHANNEL: &str = "switchboard_deliveries";
     /// Wakes the dispatchers of every instance (`LISTEN switchboard_deliveries`) on commit.
     pub const NOTIFY_DELIVERIES: &str = "SELECT pg_notify('switchboard_deliveries', '')";
 }

@@ -83,12 +83,16 @@ impl SqliteStore {
             .map_err(|e| StoreError::Other(format!("migration failed: {e}")))
     }
 
-    /// Called after a transaction that wrote outbox events has committed.
-    pub(super) async fn notify_outbox(&self) {
-        self.hooks.outbox_written();
-    }
-
     pub(super) const BACKEND: &'static str = "sqlite";
+
+    /// SQLite: this process's commits only (other processes' deliveries are found by the
+    /// dispatcher's poll).
+    pub(super) fn start_wakeups(&self) -> super::Wakeups {
+        super::Wakeups {
+            signal: self.hooks.outbox.clone(),
+            _listener: None,
+        }
+    }
 }
 
 /// Statements whose text differs between the backends.

@@ -34,6 +34,29 @@ impl TestStore {
     }
 }
 
+impl TestStore {
+    /// A second store on the same database, as another process or instance would open it.
+    pub async fn another_instance(&self) -> SharedStore {
+        if let Some((admin, name)) = &self.pg {
+            let mut url = url::Url::parse(admin).unwrap();
+            url.set_path(name);
+            Arc::new(PgStore::connect(url.as_str(), 4).await.unwrap())
+        } else {
+            let dir = self._dir.as_ref().expect("a SQLite store has a directory");
+            Arc::new(
+                SqliteStore::connect(&dir.path().join("t.db"), 2)
+                    .await
+                    .unwrap(),
+            )
+        }
+    }
+
+    /// `postgres` or `sqlite`.
+    pub fn backend(&self) -> &'static str {
+        self.store.backend()
+    }
+}
+
 impl Drop for TestStore {
     fn drop(&mut self) {
         if let Some((admin, name)) = self.pg.take() {

@@ -1,10 +1,8 @@
 //! Records and the storage interface of webhooks: endpoints, deliveries and attempts.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use switchboard_domain::Timestamp;
@@ -12,6 +10,10 @@ use switchboard_domain::event::NewEvent;
 use switchboard_domain::webhooks::endpoint::EndpointStatus;
 
 use super::{EffectsFn, StoreResult};
+
+/// The delivery state machine is a domain rule (`after_attempt` decides what an outcome
+/// changes); its status and the dispositions are re-exported here for the store's callers.
+pub use switchboard_domain::webhooks::delivery::{DeliveryStatus, Disposition};
 
 /// A webhook endpoint as stored. The signing secret is sealed (see `crypto::SecretBox`).
 #[derive(Clone, Debug, PartialEq)]
@@ -64,60 +66,6 @@ pub struct EndpointPatch {
     pub disabled_reason: Option<String>,
     /// A new sealed signing secret.
     pub sealed_secret: Option<Vec<u8>>,
-}
-
-/// The status of a delivery.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum DeliveryStatus {
-    /// Waiting for its first attempt (or a manual retry).
-    Pending,
-    /// An attempt failed and another one is scheduled.
-    Retrying,
-    /// A 2xx answer was received.
-    Delivered,
-    /// Permanently rejected (a 4xx other than 408, 425 and 429), or its endpoint was deleted.
-    Failed,
-    /// Every attempt failed.
-    RetriesExhausted,
-}
-
-impl DeliveryStatus {
-    pub const ALL: [DeliveryStatus; 5] = [
-        DeliveryStatus::Pending,
-        DeliveryStatus::Retrying,
-        DeliveryStatus::Delivered,
-        DeliveryStatus::Failed,
-        DeliveryStatus::RetriesExhausted,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Retrying => "retrying",
-            DeliveryStatus::Delivered => "delivered",
-            DeliveryStatus::Failed => "failed",
-            DeliveryStatus::RetriesExhausted => "retries_exhausted",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|d| d.as_str() == s)
-    }
-
-    /// Whether no further automatic attempt will be made.
-    pub const fn is_final(self) -> bool {
-        matches!(
-            self,
-            DeliveryStatus::Delivered | DeliveryStatus::Failed | DeliveryStatus::RetriesExhausted
-        )
-    }
-}
-
-impl fmt::Display for DeliveryStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// A delivery as the ledger shows it.
@@ -226,21 +174,6 @@ pub struct ClaimedDelivery {
     pub endpoint: Option<ClaimedEndpoint>,
 }
 
-/// What an attempt leads to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Disposition {
-    /// A 2xx answer.
-    Delivered,
-    /// A retryable failure with an attempt left, at this time.
-    RetryAt(Timestamp),
-    /// A permanent failure (`failed`).
-    Failed,
-    /// A retryable failure with no attempt left (`retries_exhausted`).
-    Exhausted,
-    /// The attempt was interrupted (shutdown): not a failure; another attempt at this time.
-    Interrupted(Timestamp),
-}
-
 /// The outcome of one attempt, to record.
 #[derive(Clone, Debug)]
 pub struct AttemptOutcome {
@@ -273,8 +206,9 @@ pub enum RetryRefusal {
     EndpointDeleted,
 }
 
+/// Webhook endpoints (and legacy webhook records, `EndpointRecord::legacy`).
 #[async_trait]
-pub trait WebhookStore: Send + Sync {
+pub trait EndpointStore: Send + Sync {
     async fn create_endpoint(
         &self,
         new: NewEndpoint,
@@ -319,6 +253,33 @@ pub trait WebhookStore: Send + Sync {
         event: NewEvent,
         delivery_uuid: Uuid,
     ) -> StoreResult<Uuid>;
+}
+
+/// The dispatcher's side of deliveries: claims, the outcomes of attempts, the schedule.
+#[async_trait]
+pub trait DeliveryStore: Send + Sync {
+    /// Claims due deliveries (see [`ClaimRequest`]): several instances never claim the same
+    /// attempt; a claim whose lease expired is taken over (its attempt is logged as
+    /// interrupted).
+    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>>;
+    /// Records an attempt's outcome, if the claim still holds, with its effects on the
+    /// delivery, the endpoint's health and the events it causes.
+    async fn record_attempt(&self, outcome: AttemptOutcome) -> StoreResult<AttemptRecorded>;
+    /// Records several outcomes in one transaction (as `record_attempt` each); the results are
+    /// in the order of `outcomes`.
+    async fn record_attempts(
+        &self,
+        outcomes: Vec<AttemptOutcome>,
+    ) -> StoreResult<Vec<AttemptRecorded>>;
+    /// When the next delivery becomes due (`None`: nothing scheduled).
+    async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>>;
+    /// The backlog at `now`: how many deliveries are due (or overdue), and the oldest due time.
+    async fn delivery_backlog(&self, now: Timestamp) -> StoreResult<(i64, Option<Timestamp>)>;
+}
+
+/// The delivery ledger: deliveries with their attempts, manual retries, the purge.
+#[async_trait]
+pub trait LedgerStore: Send + Sync {
     async fn list_deliveries(
         &self,
         org_id: i64,
@@ -338,23 +299,6 @@ pub trait WebhookStore: Send + Sync {
         uuid: Uuid,
         now: Timestamp,
     ) -> StoreResult<Result<DeliveryRecord, RetryRefusal>>;
-    /// Claims due deliveries (see [`ClaimRequest`]): several instances never claim the same
-    /// attempt; a claim whose lease expired is taken over (its attempt is logged as
-    /// interrupted).
-    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>>;
-    /// Records an attempt's outcome, if the claim still holds, with its effects on the
-    /// delivery, the endpoint's health and the events it causes.
-    async fn record_attempt(&self, outcome: AttemptOutcome) -> StoreResult<AttemptRecorded>;
-    /// Records several outcomes in one transaction (as `record_attempt` each); the results are
-    /// in the order of `outcomes`.
-    async fn record_attempts(
-        &self,
-        outcomes: Vec<AttemptOutcome>,
-    ) -> StoreResult<Vec<AttemptRecorded>>;
-    /// When the next delivery becomes due (`None`: nothing scheduled).
-    async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>>;
-    /// The backlog at `now`: how many deliveries are due (or overdue), and the oldest due time.
-    async fn delivery_backlog(&self, now: Timestamp) -> StoreResult<(i64, Option<Timestamp>)>;
     /// Deletes up to `batch` deliveries created before `cutoff` (with their attempts), then up
     /// to `batch` outbox events older than `cutoff` that no delivery refers to. Returns how many
     /// rows of each were deleted.

@@ -371,7 +371,7 @@ pub async fn send_catalog(
         )
         .await
         .map_err(|e| match e {
-            StoreError::Conflict(_) => SendError::LostClaim,
+            StoreError::ClaimLost => SendError::LostClaim,
             other => SendError::Store(other),
         })?;
     match rejection {

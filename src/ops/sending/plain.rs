@@ -180,7 +180,7 @@ pub async fn send(
         )
         .await
         .map_err(|e| match e {
-            StoreError::Conflict(_) => SendError::LostClaim,
+            StoreError::ClaimLost => SendError::LostClaim,
             other => SendError::Store(other),
         })?;
     match rejection {

@@ -1,7 +1,7 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::{Backend, Db, dialect};
+use super::{Backend, Db};
 use crate::{ChannelPatch, ChannelStore, EffectsFn, NewChannel, StoreError, StoreResult};
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{Channel, ChannelStatus, ChannelType, normalize_name, slugify};
@@ -89,15 +89,6 @@ async fn free_slug(
         .expect("an unbounded range always has a free suffix"))
 }
 
-/// Takes the organization's lock (PostgreSQL) for slug derivation and default switching.
-async fn lock_org(conn: &mut <Db as sqlx::Database>::Connection, org_id: i64) -> StoreResult<()> {
-    sqlx::query(dialect::LOCK_ORG)
-        .bind(org_id)
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
-}
-
 async fn clear_default(
     conn: &mut <Db as sqlx::Database>::Connection,
     org_id: i64,
@@ -121,8 +112,7 @@ impl ChannelStore for Backend {
         new: NewChannel,
         effects: EffectsFn<'_, Channel>,
     ) -> StoreResult<Channel> {
-        let mut tx = self.begin().await?;
-        lock_org(&mut tx, new.org_id).await?;
+        let mut tx = self.write_org(new.org_id).await?;
         let slug = match new.slug {
             Some(s) => s,
             None => free_slug(&mut tx, new.org_id, &new.name).await?,
@@ -151,11 +141,7 @@ impl ChannelStore for Backend {
         .await?;
         let channel = fetch_channel(&mut tx, id).await?;
         super::bump_config_generation(&mut tx).await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&channel)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&channel)).await?;
         Ok(channel)
     }
 
@@ -166,9 +152,9 @@ impl ChannelStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, Channel>,
     ) -> StoreResult<Channel> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let current = fetch_channel(&mut tx, id).await?;
-        lock_org(&mut tx, current.org_id).await?;
+        tx.lock_org(current.org_id).await?;
         if patch.make_default && !current.is_default {
             clear_default(&mut tx, current.org_id, now).await?;
         }
@@ -191,11 +177,7 @@ impl ChannelStore for Backend {
         .await?;
         let channel = fetch_channel(&mut tx, id).await?;
         super::bump_config_generation(&mut tx).await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&channel)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&channel)).await?;
         Ok(channel)
     }
 

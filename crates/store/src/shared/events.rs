@@ -9,13 +9,21 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::channel::ChannelIdentity;
 use switchboard_domain::event::{Actor, Effects, EventCategory, NewEvent, OrgEvent, Subject};
 
-/// Writes outbox events and organization log entries inside the caller's transaction.
-/// Every log entry of category `audit` also goes to the outbox as `audit.recorded`.
-/// Returns whether outbox events were written (the caller wakes the dispatcher after commit).
-pub(crate) async fn write_effects_tx(
+/// What [`write_effects_tx`] wrote, for the wake-ups after the commit.
+pub(super) struct Written {
+    /// Outbox events were written.
+    pub events: bool,
+    /// How many webhook deliveries the events fanned out into.
+    pub deliveries: usize,
+}
+
+/// Writes outbox events and organization log entries inside the caller's transaction (see
+/// `WriteTx`, the only caller). Every log entry of category `audit` also goes to the outbox as
+/// `audit.recorded`.
+pub(super) async fn write_effects_tx(
     conn: &mut <Db as sqlx::Database>::Connection,
     effects: &Effects,
-) -> StoreResult<bool> {
+) -> StoreResult<Written> {
     let audit: Vec<NewEvent> = effects
         .log
         .iter()
@@ -55,8 +63,10 @@ pub(crate) async fn write_effects_tx(
     for e in effects.outbox.iter().chain(&audit) {
         super::webhooks::insert_event(&mut *conn, e, &mut fan).await?;
     }
-    fan.finish(&mut *conn).await?;
-    Ok(!effects.outbox.is_empty() || !audit.is_empty())
+    Ok(Written {
+        events: !effects.outbox.is_empty() || !audit.is_empty(),
+        deliveries: fan.deliveries(),
+    })
 }
 
 #[derive(sqlx::FromRow)]
@@ -122,13 +132,7 @@ impl EventStore for Backend {
         if effects.is_empty() {
             return Ok(());
         }
-        let mut tx = self.begin().await?;
-        let written = write_effects_tx(&mut tx, &effects).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
-        Ok(())
+        self.write().await?.commit(effects).await
     }
 
     async fn list_outbox_events(&self, org_id: i64, limit: i64) -> StoreResult<Vec<NewEvent>> {

@@ -9,6 +9,7 @@ use crate::{
     StoreResult, StoredResponse,
 };
 use switchboard_domain::Timestamp;
+use switchboard_domain::event::Effects;
 
 type Conn = <Db as sqlx::Database>::Connection;
 
@@ -59,9 +60,7 @@ pub(crate) async fn complete_tx(
     if done.rows_affected() == 1 {
         Ok(())
     } else {
-        Err(StoreError::Conflict(
-            "the idempotency claim was lost to another request".into(),
-        ))
+        Err(StoreError::ClaimLost)
     }
 }
 
@@ -101,10 +100,10 @@ impl IdempotencyStore for Backend {
             return Ok(claimed(record_id));
         }
         // The key exists (or existed a moment ago): decide under a transaction.
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let inserted: Option<i64> = insert().fetch_optional(&mut *tx).await?;
         if let Some(record_id) = inserted {
-            tx.commit().await?;
+            tx.commit(Effects::none()).await?;
             return Ok(claimed(record_id));
         }
         // The key exists: lock its row (PostgreSQL) and decide.
@@ -136,7 +135,7 @@ impl IdempotencyStore for Backend {
             .bind(row.id)
             .execute(&mut *tx)
             .await?;
-            tx.commit().await?;
+            tx.commit(Effects::none()).await?;
             return Ok(ClaimOutcome::Claimed {
                 token,
                 taken_over: false,
@@ -165,7 +164,7 @@ impl IdempotencyStore for Backend {
                 taken_over: true,
             }
         };
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(outcome)
     }
 
@@ -174,19 +173,19 @@ impl IdempotencyStore for Backend {
         token: ClaimToken,
         response: StoredResponse,
     ) -> StoreResult<bool> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         match complete_tx(&mut tx, token, &response).await {
             Ok(()) => {
-                tx.commit().await?;
+                tx.commit(Effects::none()).await?;
                 Ok(true)
             }
-            Err(StoreError::Conflict(_)) => Ok(false),
+            Err(StoreError::ClaimLost) => Ok(false),
             Err(e) => Err(e),
         }
     }
 
     async fn release_idempotency(&self, token: ClaimToken) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         sqlx::query(
             "DELETE FROM idempotency_records WHERE id = $1 AND owner = $2 AND state = 'in_progress'",
         )
@@ -194,7 +193,7 @@ impl IdempotencyStore for Backend {
         .bind(token.owner)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(())
     }
 
@@ -231,9 +230,14 @@ impl IdempotencyStore for Backend {
     }
 
     async fn purge_idempotency(&self, now: Timestamp, batch: i64) -> StoreResult<u64> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let done = sqlx::query(
-            "DELETE FROM idempotency_records WHERE id IN (
+            // The conditions are repeated outside the sub-query: on PostgreSQL a row that a
+            // concurrent request re-claimed after the sub-query read it is re-checked against
+            // the outer WHERE only (READ COMMITTED), and must then be kept.
+            "DELETE FROM idempotency_records
+             WHERE expires_at <= $1 AND (state = 'completed' OR locked_until IS NULL OR locked_until <= $1)
+               AND id IN (
                  SELECT id FROM idempotency_records
                  WHERE expires_at <= $1 AND (state = 'completed' OR locked_until IS NULL OR locked_until <= $1)
                  ORDER BY expires_at LIMIT $2)",
@@ -242,7 +246,7 @@ impl IdempotencyStore for Backend {
         .bind(batch)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(done.rows_affected())
     }
 }

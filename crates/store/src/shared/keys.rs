@@ -4,6 +4,7 @@ use super::{Backend, Db};
 use crate::{ApiKeyRecord, EffectsFn, KeyStore, NewApiKey, StoreError, StoreResult};
 use switchboard_domain::Timestamp;
 use switchboard_domain::api_key::KeyHash;
+use switchboard_domain::event::Effects;
 use switchboard_domain::scope::ScopeSet;
 
 macro_rules! select_keys {
@@ -129,15 +130,11 @@ impl KeyStore for Backend {
         new: NewApiKey,
         effects: EffectsFn<'_, ApiKeyRecord>,
     ) -> StoreResult<ApiKeyRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let id = insert_key(&mut tx, &new).await?;
         let key = fetch_key(&mut tx, id).await?;
         super::bump_config_generation(&mut tx).await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&key)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&key)).await?;
         Ok(key)
     }
 
@@ -172,15 +169,11 @@ impl KeyStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, ApiKeyRecord>,
     ) -> StoreResult<ApiKeyRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         revoke(&mut tx, id, reason, None, now).await?;
         let key = fetch_key(&mut tx, id).await?;
         super::bump_config_generation(&mut tx).await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&key)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&key)).await?;
         Ok(key)
     }
 
@@ -192,7 +185,7 @@ impl KeyStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, (ApiKeyRecord, ApiKeyRecord)>,
     ) -> StoreResult<(ApiKeyRecord, ApiKeyRecord)> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let old = fetch_key(&mut tx, id).await?;
         if old.revoked_at.is_some() {
             return Err(StoreError::Conflict(format!(
@@ -221,22 +214,18 @@ impl KeyStore for Backend {
             fetch_key(&mut tx, new_id).await?,
         );
         super::bump_config_generation(&mut tx).await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&pair)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&pair)).await?;
         Ok(pair)
     }
 
     async fn touch_api_key(&self, id: i64, now: Timestamp) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
             .bind(now)
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(())
     }
 }

@@ -7,16 +7,17 @@ use super::{Backend, Db};
 use crate::{
     BatchChange, BatchEffectsFn, BatchOutcome, ConversationPolicy, EffectsFn, HistoryCursor,
     IdempotencyCompletion, InboundOutcome, InboundSender, MessageFilter, MessageRecord, MessageRef,
-    MessageStore, NewConsent, NewContact, NewOutbound, ProviderBatch, RecipientRef,
-    RecordedOutbound, StatusOutcome, StoreError, StoreResult,
+    MessageStore, NewConsent, NewOutbound, ProviderBatch, RecipientRef, RecordedOutbound,
+    StatusOutcome, StoreError, StoreResult,
 };
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{ChannelIdentity, ChannelType};
-use switchboard_domain::contact::{Contact, Conversation, ConversationStatus};
+use switchboard_domain::event::Effects;
 use switchboard_domain::message::{Direction, MessageStatus, MessageType};
-use switchboard_domain::phone::Phone;
 
-pub(super) type Conn = <Db as sqlx::Database>::Connection;
+use super::Conn;
+use super::contacts::{contact_by_phone, contact_by_telegram, fetch_contact};
+use super::conversations::{fetch_conversation, open_conversation_of, open_or_continue};
 
 macro_rules! select_messages {
     ($rest:literal) => {
@@ -31,21 +32,6 @@ macro_rules! select_messages {
              JOIN contacts ct ON ct.id = m.contact_id
              LEFT JOIN conversations cv ON cv.id = m.conversation_id
              LEFT JOIN consents cs ON cs.id = m.consent_id ",
-            $rest
-        )
-    };
-}
-
-pub(super) const SELECT_CONTACTS: &str =
-    "SELECT id, uuid, org_id, phone, name, telegram_chat_id, created_at, updated_at FROM contacts ";
-
-macro_rules! select_conversations {
-    ($rest:literal) => {
-        concat!(
-            "SELECT cv.id, cv.uuid, cv.org_id, cv.contact_id, ct.uuid AS contact_uuid, cv.channel_id, cv.status,
-                    cv.last_inbound_at, cv.created_at, cv.updated_at, ccs.uuid AS consent_uuid
-             FROM conversations cv JOIN contacts ct ON ct.id = cv.contact_id
-             LEFT JOIN consents ccs ON ccs.id = cv.consent_id ",
             $rest
         )
     };
@@ -124,226 +110,12 @@ impl TryFrom<MessageRow> for MessageRecord {
     }
 }
 
-#[derive(sqlx::FromRow)]
-pub(super) struct ContactRow {
-    id: i64,
-    uuid: Uuid,
-    org_id: i64,
-    phone: Option<String>,
-    name: Option<String>,
-    telegram_chat_id: Option<String>,
-    created_at: Timestamp,
-    updated_at: Timestamp,
-}
-
-impl From<ContactRow> for Contact {
-    fn from(r: ContactRow) -> Self {
-        Contact {
-            id: r.id,
-            uuid: r.uuid,
-            org_id: r.org_id,
-            phone: r.phone.map(Phone::from_stored),
-            name: r.name,
-            telegram_chat_id: r.telegram_chat_id,
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-        }
-    }
-}
-
-#[derive(sqlx::FromRow)]
-struct ConversationRow {
-    id: i64,
-    uuid: Uuid,
-    org_id: i64,
-    contact_id: i64,
-    contact_uuid: Uuid,
-    channel_id: i64,
-    status: String,
-    last_inbound_at: Option<Timestamp>,
-    created_at: Timestamp,
-    updated_at: Timestamp,
-    consent_uuid: Option<Uuid>,
-}
-
-impl TryFrom<ConversationRow> for Conversation {
-    type Error = StoreError;
-    fn try_from(r: ConversationRow) -> Result<Self, StoreError> {
-        Ok(Conversation {
-            id: r.id,
-            uuid: r.uuid,
-            org_id: r.org_id,
-            contact_id: r.contact_id,
-            contact_uuid: r.contact_uuid,
-            channel_id: r.channel_id,
-            status: r
-                .status
-                .parse::<ConversationStatus>()
-                .map_err(StoreError::Other)?,
-            last_inbound_at: r.last_inbound_at,
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-            consent_uuid: r.consent_uuid,
-        })
-    }
-}
-
 pub(super) async fn fetch_message(conn: &mut Conn, id: i64) -> StoreResult<MessageRecord> {
     let row: MessageRow = sqlx::query_as(select_messages!("WHERE m.id = $1"))
         .bind(id)
         .fetch_one(&mut *conn)
         .await?;
     row.try_into()
-}
-
-pub(super) async fn fetch_contact(conn: &mut Conn, id: i64) -> StoreResult<Contact> {
-    let row: ContactRow = sqlx::query_as(&format!("{SELECT_CONTACTS} WHERE id = $1"))
-        .bind(id)
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok(row.into())
-}
-
-pub(super) async fn fetch_conversation(conn: &mut Conn, id: i64) -> StoreResult<Conversation> {
-    let row: ConversationRow = sqlx::query_as(select_conversations!("WHERE cv.id = $1"))
-        .bind(id)
-        .fetch_one(&mut *conn)
-        .await?;
-    row.try_into()
-}
-
-pub(super) async fn open_conversation_of(
-    conn: &mut Conn,
-    contact_id: i64,
-    channel_id: i64,
-) -> StoreResult<Option<Conversation>> {
-    let row: Option<ConversationRow> = sqlx::query_as(select_conversations!(
-        "WHERE cv.contact_id = $1 AND cv.channel_id = $2 AND cv.status = 'open'"
-    ))
-    .bind(contact_id)
-    .bind(channel_id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    row.map(TryInto::try_into).transpose()
-}
-
-async fn insert_contact(conn: &mut Conn, new: &NewContact) -> StoreResult<i64> {
-    Ok(sqlx::query_scalar(
-        "INSERT INTO contacts (uuid, org_id, phone, name, telegram_chat_id, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING id",
-    )
-    .bind(new.uuid)
-    .bind(new.org_id)
-    .bind(new.phone.as_ref().map(Phone::as_str))
-    .bind(&new.name)
-    .bind(&new.telegram_chat_id)
-    .bind(new.now)
-    .fetch_one(&mut *conn)
-    .await?)
-}
-
-/// The organization's contact with this phone, created (with `name`) if there is none.
-/// Concurrent callers converge on one row: the unique index decides.
-pub(super) async fn contact_by_phone(
-    conn: &mut Conn,
-    org_id: i64,
-    phone: &Phone,
-    name: Option<&str>,
-    now: Timestamp,
-) -> StoreResult<(Contact, bool)> {
-    let created: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO contacts (uuid, org_id, phone, name, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $5)
-         ON CONFLICT (org_id, phone) WHERE phone IS NOT NULL DO NOTHING
-         RETURNING id",
-    )
-    .bind(Uuid::now_v7())
-    .bind(org_id)
-    .bind(phone.as_str())
-    .bind(name)
-    .bind(now)
-    .fetch_optional(&mut *conn)
-    .await?;
-    if let Some(id) = created {
-        return Ok((fetch_contact(conn, id).await?, true));
-    }
-    let row: ContactRow = sqlx::query_as(&format!(
-        "{SELECT_CONTACTS} WHERE org_id = $1 AND phone = $2"
-    ))
-    .bind(org_id)
-    .bind(phone.as_str())
-    .fetch_one(&mut *conn)
-    .await?;
-    Ok((row.into(), false))
-}
-
-/// The organization's contact with this Telegram chat, created if there is none.
-async fn contact_by_telegram(
-    conn: &mut Conn,
-    org_id: i64,
-    chat_id: &str,
-    name: Option<&str>,
-    now: Timestamp,
-) -> StoreResult<(Contact, bool)> {
-    let created: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO contacts (uuid, org_id, name, telegram_chat_id, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $5)
-         ON CONFLICT (org_id, telegram_chat_id) WHERE telegram_chat_id IS NOT NULL DO NOTHING
-         RETURNING id",
-    )
-    .bind(Uuid::now_v7())
-    .bind(org_id)
-    .bind(name)
-    .bind(chat_id)
-    .bind(now)
-    .fetch_optional(&mut *conn)
-    .await?;
-    if let Some(id) = created {
-        return Ok((fetch_contact(conn, id).await?, true));
-    }
-    let row: ContactRow = sqlx::query_as(&format!(
-        "{SELECT_CONTACTS} WHERE org_id = $1 AND telegram_chat_id = $2"
-    ))
-    .bind(org_id)
-    .bind(chat_id)
-    .fetch_one(&mut *conn)
-    .await?;
-    Ok((row.into(), false))
-}
-
-/// The open conversation of a contact on a channel, opened if there is none. Concurrent
-/// callers converge on one row: the partial unique index decides.
-pub(super) async fn open_or_continue(
-    conn: &mut Conn,
-    org_id: i64,
-    contact_id: i64,
-    channel_id: i64,
-    now: Timestamp,
-) -> StoreResult<(Conversation, bool)> {
-    // Most sends continue a conversation: look first, insert only when there is none.
-    if let Some(c) = open_conversation_of(conn, contact_id, channel_id).await? {
-        return Ok((c, false));
-    }
-    let created: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO conversations (uuid, org_id, contact_id, channel_id, status, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, 'open', $5, $5)
-         ON CONFLICT (contact_id, channel_id) WHERE status = 'open' DO NOTHING
-         RETURNING id",
-    )
-    .bind(Uuid::now_v7())
-    .bind(org_id)
-    .bind(contact_id)
-    .bind(channel_id)
-    .bind(now)
-    .fetch_optional(&mut *conn)
-    .await?;
-    match created {
-        Some(id) => Ok((fetch_conversation(conn, id).await?, true)),
-        None => open_conversation_of(conn, contact_id, channel_id)
-            .await?
-            .map(|c| (c, false))
-            .ok_or_else(|| StoreError::Other("the open conversation vanished".into())),
-    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -432,7 +204,7 @@ impl Backend {
         completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
         effects: EffectsFn<'_, RecordedOutbound>,
     ) -> StoreResult<RecordedOutbound> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let (contact, contact_created) = match &new.recipient {
             RecipientRef::Contact(id) => {
                 let c = fetch_contact(&mut tx, *id).await?;
@@ -533,89 +305,13 @@ impl Backend {
             let response = (completion.respond)(&recorded);
             super::idempotency::complete_tx(&mut tx, completion.token, &response).await?;
         }
-        let written = super::write_effects_tx(&mut tx, &effects(&recorded)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&recorded)).await?;
         Ok(recorded)
     }
 }
 
 #[async_trait]
 impl MessageStore for Backend {
-    async fn create_contact(
-        &self,
-        new: NewContact,
-        effects: EffectsFn<'_, Contact>,
-    ) -> StoreResult<Contact> {
-        let mut tx = self.begin().await?;
-        let id = insert_contact(&mut tx, &new).await?;
-        let contact = fetch_contact(&mut tx, id).await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&contact)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
-        Ok(contact)
-    }
-
-    async fn find_contact(&self, org_id: i64, uuid: Uuid) -> StoreResult<Option<Contact>> {
-        let row: Option<ContactRow> = sqlx::query_as(&format!(
-            "{SELECT_CONTACTS} WHERE uuid = $1 AND org_id = $2 AND deleted_at IS NULL"
-        ))
-        .bind(uuid)
-        .bind(org_id)
-        .fetch_optional(self.reader())
-        .await?;
-        Ok(row.map(Into::into))
-    }
-
-    async fn find_contact_by_phone(
-        &self,
-        org_id: i64,
-        phone: &Phone,
-    ) -> StoreResult<Option<Contact>> {
-        let row: Option<ContactRow> = sqlx::query_as(&format!(
-            "{SELECT_CONTACTS} WHERE org_id = $1 AND phone = $2"
-        ))
-        .bind(org_id)
-        .bind(phone.as_str())
-        .fetch_optional(self.reader())
-        .await?;
-        Ok(row.map(Into::into))
-    }
-
-    async fn find_open_conversation(
-        &self,
-        contact_id: i64,
-        channel_id: i64,
-    ) -> StoreResult<Option<Conversation>> {
-        let row: Option<ConversationRow> = sqlx::query_as(select_conversations!(
-            "WHERE cv.contact_id = $1 AND cv.channel_id = $2 AND cv.status = 'open'"
-        ))
-        .bind(contact_id)
-        .bind(channel_id)
-        .fetch_optional(self.reader())
-        .await?;
-        row.map(TryInto::try_into).transpose()
-    }
-
-    async fn find_conversation(
-        &self,
-        org_id: i64,
-        uuid: Uuid,
-    ) -> StoreResult<Option<Conversation>> {
-        let row: Option<ConversationRow> = sqlx::query_as(select_conversations!(
-            "WHERE cv.uuid = $1 AND cv.org_id = $2"
-        ))
-        .bind(uuid)
-        .bind(org_id)
-        .fetch_optional(self.reader())
-        .await?;
-        row.map(TryInto::try_into).transpose()
-    }
-
     async fn record_outbound(
         &self,
         new: NewOutbound,
@@ -639,9 +335,8 @@ impl MessageStore for Backend {
             };
             key(&a.sender).cmp(&key(&b.sender))
         });
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let mut outcome = BatchOutcome::default();
-        let mut written = false;
         for m in &batch.messages {
             if message_by_provider_id(&mut tx, batch.channel_id, &m.provider_message_id)
                 .await?
@@ -725,8 +420,8 @@ impl MessageStore for Backend {
                 conversation: Some(fetch_conversation(&mut tx, conversation.id).await?),
                 conversation_created,
             };
-            written |=
-                super::write_effects_tx(&mut tx, &effects(BatchChange::Inbound(&recorded))).await?;
+            tx.write_effects(&effects(BatchChange::Inbound(&recorded)))
+                .await?;
             outcome
                 .messages
                 .push(InboundOutcome::Stored(Box::new(recorded)));
@@ -772,23 +467,17 @@ impl MessageStore for Backend {
             }
             let previous = message.status;
             let updated = fetch_message(&mut tx, message.id).await?;
-            written |= super::write_effects_tx(
-                &mut tx,
-                &effects(BatchChange::Status {
-                    message: &updated,
-                    previous,
-                }),
-            )
+            tx.write_effects(&effects(BatchChange::Status {
+                message: &updated,
+                previous,
+            }))
             .await?;
             outcome.statuses.push(StatusOutcome::Applied {
                 message: updated,
                 previous,
             });
         }
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(Effects::none()).await?;
         Ok(outcome)
     }
 

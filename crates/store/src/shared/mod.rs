@@ -5,11 +5,16 @@
 //! dialect both accept: `$N` placeholders, `RETURNING`, `ON CONFLICT`, no `now()` (times are
 //! bound from Rust), no arrays. Statements that must differ go in the backend's `dialect`.
 
+mod campaigns;
+mod canned_replies;
 mod channels;
+mod contacts;
+mod conversations;
 mod events;
+mod flows;
+mod groups;
 mod idempotency;
 mod keys;
-mod legacy;
 mod messages;
 mod org_log;
 mod orgs;
@@ -17,12 +22,15 @@ mod system;
 mod templates;
 mod users;
 mod webhooks;
+mod write;
 
 #[allow(unused_imports)]
 pub(super) use super::{Backend, Db, dialect};
 
-pub(crate) use events::write_effects_tx;
 pub(crate) use system::bump_config_generation;
+
+/// A connection of this backend (inside a transaction: `&mut tx` coerces to it).
+pub(super) type Conn = <Db as sqlx::Database>::Connection;
 
 /// The most values bound in one `IN (...)` list (SQLite allows 32 766 parameters per
 /// statement, PostgreSQL 65 535; a statement's other parameters stay well within the rest).
@@ -40,4 +48,24 @@ where
         sep.push_bind(*v);
     }
     sep.push_unseparated(")");
+}
+
+/// Appends `AND (time < t OR (time = t AND id < i)) ORDER BY time DESC, id DESC LIMIT n`.
+pub(super) fn push_page(
+    qb: &mut sqlx::QueryBuilder<'_, Db>,
+    time: &str,
+    id: &str,
+    page: crate::page::PageQuery,
+) {
+    if let Some(after) = page.after {
+        qb.push(format!(" AND ({time} < "))
+            .push_bind(after.time)
+            .push(format!(" OR ({time} = "))
+            .push_bind(after.time)
+            .push(format!(" AND {id} < "))
+            .push_bind(after.id)
+            .push("))");
+    }
+    qb.push(format!(" ORDER BY {time} DESC, {id} DESC LIMIT "))
+        .push_bind(page.limit);
 }

@@ -4,6 +4,7 @@ use uuid::Uuid;
 use super::Backend;
 use crate::{OrgStore, StoreResult};
 use switchboard_domain::Timestamp;
+use switchboard_domain::event::Effects;
 use switchboard_domain::organization::Organization;
 
 #[derive(sqlx::FromRow)]
@@ -28,7 +29,7 @@ impl From<OrgRow> for Organization {
 #[async_trait]
 impl OrgStore for Backend {
     async fn create_org(&self, name: &str, now: Timestamp) -> StoreResult<Organization> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let row: OrgRow = sqlx::query_as(
             "INSERT INTO organizations (uuid, name, created_at) VALUES ($1, $2, $3)
              RETURNING id, uuid, name, created_at",
@@ -38,7 +39,7 @@ impl OrgStore for Backend {
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(row.into())
     }
 

@@ -1,9 +1,8 @@
-use std::sync::Arc;
-
 use async_trait::async_trait;
 
 use super::Backend;
 use crate::{Reseal, StoreError, StoreResult, SystemStore};
+use switchboard_domain::event::Effects;
 
 /// Every column that holds a value sealed under the master key: (table, key column, sealed
 /// column, associated data). A new sealed column must be added here, or master-key rotation
@@ -55,7 +54,7 @@ impl SystemStore for Backend {
     }
 
     async fn init_setting(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         sqlx::query(
             "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
         )
@@ -67,7 +66,7 @@ impl SystemStore for Backend {
             .bind(key)
             .fetch_one(&mut *tx)
             .await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(stored)
     }
 
@@ -83,8 +82,8 @@ impl SystemStore for Backend {
         )
     }
 
-    fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {
-        self.hooks.outbox_signal()
+    fn wakeups(&self) -> crate::Wakeups {
+        self.start_wakeups()
     }
 
     async fn reseal_secrets(
@@ -93,7 +92,7 @@ impl SystemStore for Backend {
         check_key: &str,
         new_check: &[u8],
     ) -> StoreResult<usize> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let mut count = 0;
         for (table, key, column, aad) in SEALED_COLUMNS {
             let rows: Vec<(i64, Vec<u8>)> = sqlx::query_as(&format!(
@@ -121,7 +120,7 @@ impl SystemStore for Backend {
             .bind(check_key)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
+        tx.commit(Effects::none()).await?;
         Ok(count)
     }
 }

@@ -1,10 +1,11 @@
 use async_trait::async_trait;
 use serde_json::Value;
+use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::Backend;
-use super::messages::Conn;
+use super::{Backend, Conn, Db, push_page};
+use crate::page::PageQuery;
 use crate::{
     ConsentRecord, EffectsFn, IdempotencyCompletion, NewConsent, NewOutbound, NewTemplate,
     ProviderTemplateStatus, RecordedOutbound, StoreError, StoreResult, TemplateChange,
@@ -183,12 +184,32 @@ pub(super) async fn insert_consent(
 
 #[async_trait]
 impl TemplateStore for Backend {
+    async fn list_templates_page(
+        &self,
+        org_id: i64,
+        channel_id: Option<i64>,
+        status: Option<TemplateStatus>,
+        page: PageQuery,
+    ) -> StoreResult<Vec<TemplateRecord>> {
+        let mut qb = QueryBuilder::<Db>::new(SELECT_TEMPLATES);
+        qb.push(" WHERE org_id = ").push_bind(org_id);
+        if let Some(c) = channel_id {
+            qb.push(" AND channel_id = ").push_bind(c);
+        }
+        if let Some(s) = status {
+            qb.push(" AND status = ").push_bind(s.as_str());
+        }
+        push_page(&mut qb, "created_at", "id", page);
+        let rows: Vec<TemplateRow> = qb.build_query_as().fetch_all(self.reader()).await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
     async fn create_template(
         &self,
         new: NewTemplate,
         effects: EffectsFn<'_, TemplateRecord>,
     ) -> StoreResult<TemplateRecord> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO templates (uuid, org_id, channel_id, name, language, category, status, active,
                                     components, body_parameters, provider_template_id, created_at, updated_at)
@@ -209,11 +230,7 @@ impl TemplateStore for Backend {
         .fetch_one(&mut *tx)
         .await?;
         let template = fetch_template(&mut tx, id).await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&template)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&template)).await?;
         Ok(template)
     }
 
@@ -224,7 +241,7 @@ impl TemplateStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, TemplateChange>,
     ) -> StoreResult<TemplateChange> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let id = lock_template_by_uuid(&mut tx, uuid)
             .await?
             .ok_or(StoreError::NotFound)?;
@@ -250,11 +267,7 @@ impl TemplateStore for Backend {
         write_template(&mut tx, &after).await?;
         let after = fetch_template(&mut tx, id).await?;
         let change = TemplateChange { before, after };
-        let written = super::write_effects_tx(&mut tx, &effects(&change)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&change)).await?;
         Ok(change)
     }
 
@@ -303,7 +316,7 @@ impl TemplateStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, TemplateChange>,
     ) -> StoreResult<Option<TemplateChange>> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.write().await?;
         let mut id: Option<i64> = None;
         if let Some(pid) = &update.provider_template_id {
             id = sqlx::query_scalar(
@@ -346,11 +359,7 @@ impl TemplateStore for Backend {
             before,
             after: fetch_template(&mut tx, id).await?,
         };
-        let written = super::write_effects_tx(&mut tx, &effects(&change)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&change)).await?;
         Ok(Some(change))
     }
 

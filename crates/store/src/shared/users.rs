@@ -2,7 +2,7 @@ use async_trait::async_trait;
 use sqlx::QueryBuilder;
 use uuid::Uuid;
 
-use super::{Backend, Db, dialect, push_in_list};
+use super::{Backend, Db, push_in_list};
 use crate::{
     EffectsFn, Member, MemberChange, MemberQuery, NewMember, StoreError, StoreResult, UserRecord,
     UserStore,
@@ -131,14 +131,6 @@ async fn fetch_member(
     Ok(assemble(vec![row], overrides)?.remove(0))
 }
 
-async fn lock_org(conn: &mut <Db as sqlx::Database>::Connection, org_id: i64) -> StoreResult<()> {
-    sqlx::query(dialect::LOCK_ORG)
-        .bind(org_id)
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
-}
-
 #[async_trait]
 impl UserStore for Backend {
     async fn add_member(
@@ -146,8 +138,7 @@ impl UserStore for Backend {
         new: NewMember,
         effects: EffectsFn<'_, Member>,
     ) -> StoreResult<Member> {
-        let mut tx = self.begin().await?;
-        lock_org(&mut tx, new.org_id).await?;
+        let mut tx = self.write_org(new.org_id).await?;
         // Create the user unless one has the address (in any case); concurrent creations of
         // the same address agree on one row.
         sqlx::query(
@@ -194,11 +185,7 @@ impl UserStore for Backend {
             )));
         }
         let member = fetch_member(&mut tx, new.org_id, new.email.normalized()).await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&member)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&member)).await?;
         Ok(member)
     }
 
@@ -239,8 +226,7 @@ impl UserStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, MemberChange>,
     ) -> StoreResult<MemberChange> {
-        let mut tx = self.begin().await?;
-        lock_org(&mut tx, org_id).await?;
+        let mut tx = self.write_org(org_id).await?;
         let before = fetch_member(&mut tx, org_id, email_normalized).await?;
         if before.role != role {
             sqlx::query("UPDATE memberships SET role = $1, updated_at = $2 WHERE id = $3")
@@ -252,11 +238,7 @@ impl UserStore for Backend {
         }
         let after = fetch_member(&mut tx, org_id, email_normalized).await?;
         let change = MemberChange { before, after };
-        let written = super::write_effects_tx(&mut tx, &effects(&change)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&change)).await?;
         Ok(change)
     }
 
@@ -269,8 +251,7 @@ impl UserStore for Backend {
         now: Timestamp,
         effects: EffectsFn<'_, MemberChange>,
     ) -> StoreResult<MemberChange> {
-        let mut tx = self.begin().await?;
-        lock_org(&mut tx, org_id).await?;
+        let mut tx = self.write_org(org_id).await?;
         let before = fetch_member(&mut tx, org_id, email_normalized).await?;
         if before.override_of(permission) != effect {
             match effect {
@@ -306,11 +287,7 @@ impl UserStore for Backend {
         }
         let after = fetch_member(&mut tx, org_id, email_normalized).await?;
         let change = MemberChange { before, after };
-        let written = super::write_effects_tx(&mut tx, &effects(&change)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&change)).await?;
         Ok(change)
     }
 
@@ -320,8 +297,7 @@ impl UserStore for Backend {
         email_normalized: &str,
         effects: EffectsFn<'_, Member>,
     ) -> StoreResult<Member> {
-        let mut tx = self.begin().await?;
-        lock_org(&mut tx, org_id).await?;
+        let mut tx = self.write_org(org_id).await?;
         let member = fetch_member(&mut tx, org_id, email_normalized).await?;
         sqlx::query("DELETE FROM membership_permissions WHERE membership_id = $1")
             .bind(member.membership_id)
@@ -338,11 +314,7 @@ impl UserStore for Backend {
         .bind(member.user.id)
         .execute(&mut *tx)
         .await?;
-        let written = super::write_effects_tx(&mut tx, &effects(&member)).await?;
-        tx.commit().await?;
-        if written {
-            self.notify_outbox().await;
-        }
+        tx.commit(effects(&member)).await?;
         Ok(member)
     }
 }

@@ -247,7 +247,7 @@ async fn keys_lifecycle(s: SharedStore) {
 
 async fn effects_are_written_with_the_change(s: SharedStore) {
     let org = s.create_org("Acme", t(0)).await.unwrap();
-    let signal = s.outbox_signal();
+    let wakeups = s.wakeups();
     let g = api_key::generate();
     let k = s
         .create_api_key(
@@ -285,7 +285,7 @@ async fn effects_are_written_with_the_change(s: SharedStore) {
         .await
         .unwrap();
     // The dispatcher is woken after the commit.
-    tokio::time::timeout(std::time::Duration::from_secs(1), signal.notified())
+    tokio::time::timeout(std::time::Duration::from_secs(1), wakeups.notified())
         .await
         .expect("outbox signal");
     let events = s.list_outbox_events(org.id, 10).await.unwrap();

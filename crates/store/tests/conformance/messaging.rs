@@ -353,7 +353,7 @@ async fn completion_is_conditional_on_owning_the_claim(s: SharedStore) {
             Box::new(sent_event),
         )
         .await;
-    assert!(matches!(lost, Err(StoreError::Conflict(_))), "{lost:?}");
+    assert!(matches!(lost, Err(StoreError::ClaimLost)), "{lost:?}");
     assert!(
         s.list_messages(f.org, &MessageFilter::default(), None, 10)
             .await

@@ -577,7 +577,7 @@ async fn a_lost_claim_writes_no_evidence(ts: &TestStore) {
             Box::new(sent_event),
         )
         .await;
-    assert!(matches!(lost, Err(StoreError::Conflict(_))), "{lost:?}");
+    assert!(matches!(lost, Err(StoreError::ClaimLost)), "{lost:?}");
     assert_eq!(s.find_consent(f.org, c.uuid).await.unwrap(), None);
     assert!(
         s.find_contact_by_phone(f.org, &phone("+4915123456789"))

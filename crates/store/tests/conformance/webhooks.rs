@@ -1,6 +1,7 @@
 //! Conformance of `WebhookStore` on both backends .
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use serde_json::json;
 use uuid::Uuid;
@@ -10,11 +11,13 @@ use crate::support::*;
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::{Actor, Effects, EventCategory, NewEvent, OrgEvent};
 use switchboard_domain::webhooks::endpoint::EndpointStatus;
+use switchboard_store::testing::TestStore;
 use switchboard_store::webhooks::*;
 use switchboard_store::{SharedStore, StoreError};
 
 conformance!(
     endpoints_lifecycle,
+    committed_deliveries_wake_the_dispatchers,
     fan_out_follows_subscriptions,
     test_deliveries_reach_one_endpoint,
     claims_are_exclusive_and_respect_limits,
@@ -1315,4 +1318,48 @@ async fn master_key_rotation_reseals_signing_secrets_only(s: SharedStore) {
             .is_empty()
     );
     assert_eq!(s.get_setting("check").await.unwrap(), Some(b"new".to_vec()));
+}
+
+/// This process's commits wake its own dispatcher; on PostgreSQL, the commits of another
+/// instance that wrote deliveries wake it too (the store's LISTEN). SQLite has no cross-process
+/// signal (the dispatcher polls), so there only the local wake-up is checked.
+async fn committed_deliveries_wake_the_dispatchers(ts: &TestStore) {
+    let s = ts.store.clone();
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    create(&s, org.id, "https://example.com/a", &["message.*"]).await;
+
+    let local = s.wakeups();
+    emit(&s, org.id, "message.sent", 1).await;
+    tokio::time::timeout(Duration::from_secs(1), local.notified())
+        .await
+        .expect("a local commit wakes this process's dispatcher");
+
+    if ts.backend() != "postgres" {
+        return;
+    }
+    let other = ts.another_instance().await;
+    let remote = other.wakeups();
+    // The other instance's listener connects in the background; until it listens, commits do
+    // not reach it. Commit until one does (each commit writes one delivery).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut n = 2;
+    loop {
+        emit(&s, org.id, "message.sent", n).await;
+        n += 1;
+        if tokio::time::timeout(Duration::from_millis(200), remote.notified())
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "another instance's commit never woke this one"
+        );
+    }
+    // Listening now: the very next commit wakes it.
+    emit(&s, org.id, "message.sent", n).await;
+    tokio::time::timeout(Duration::from_secs(2), remote.notified())
+        .await
+        .expect("the next commit of another instance wakes this one at once");
 }

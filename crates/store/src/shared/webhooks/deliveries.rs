@@ -1,0 +1,538 @@
+//! The dispatcher's side of deliveries: claims (with leases), the outcomes of attempts (the
+//! transition `delivery::after_attempt` decides, applied here), and the schedule.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::QueryBuilder;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::endpoints::{endpoint_status, hold_deliveries};
+use super::{Backend, Conn, Db, dialect, push_in_list};
+use crate::webhooks::*;
+use crate::{StoreError, StoreResult};
+use switchboard_domain::Timestamp;
+use switchboard_domain::channel::ChannelIdentity;
+use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::webhooks::delivery::{self, EndpointHealth};
+
+async fn insert_attempt(conn: &mut Conn, delivery_id: i64, a: &AttemptRecord) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO webhook_attempts (delivery_id, number, url, started_at, duration_ms, response_status, error_code,
+                                       error_message, response_body_excerpt)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(delivery_id)
+    .bind(a.number)
+    .bind(&a.url)
+    .bind(a.started_at)
+    .bind(a.duration_ms)
+    .bind(a.response_status)
+    .bind(&a.error_code)
+    .bind(&a.error_message)
+    .bind(&a.response_body_excerpt)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+struct CandidateRow {
+    id: i64,
+    endpoint_id: Option<i64>,
+    attempts: i64,
+    lease_token: Option<Uuid>,
+    last_attempt_at: Option<Timestamp>,
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimRow {
+    id: i64,
+    uuid: Uuid,
+    org_id: i64,
+    attempts: i64,
+    event_uuid: Uuid,
+    event_org_id: i64,
+    event_name: String,
+    event_data: Json<Value>,
+    event_channel: Option<Json<ChannelIdentity>>,
+    occurred_at: Timestamp,
+    ep_id: Option<i64>,
+    ep_uuid: Option<Uuid>,
+    ep_url: Option<String>,
+    ep_headers: Option<Json<BTreeMap<String, String>>>,
+    ep_secret: Option<Vec<u8>>,
+    ep_status: Option<String>,
+    ep_deleted_at: Option<Timestamp>,
+    ep_legacy: Option<bool>,
+}
+
+#[derive(sqlx::FromRow)]
+struct LeasedRow {
+    id: i64,
+    org_id: i64,
+    uuid: Uuid,
+    event_uuid: Uuid,
+    endpoint_id: Option<i64>,
+    event_name: String,
+    attempts: i64,
+    lease_token: Option<Uuid>,
+}
+
+#[derive(sqlx::FromRow)]
+struct HealthRow {
+    uuid: Uuid,
+    name: String,
+    url: String,
+    status: String,
+    deleted_at: Option<Timestamp>,
+    consecutive_failures: i64,
+    legacy: bool,
+}
+
+impl TryFrom<HealthRow> for EndpointHealth {
+    type Error = StoreError;
+    fn try_from(r: HealthRow) -> StoreResult<Self> {
+        Ok(EndpointHealth {
+            uuid: r.uuid,
+            name: r.name,
+            url: r.url,
+            status: endpoint_status(&r.status)?,
+            deleted: r.deleted_at.is_some(),
+            consecutive_failures: r.consecutive_failures,
+            legacy: r.legacy,
+        })
+    }
+}
+
+/// The health of an endpoint, locked for the rest of the transaction.
+async fn lock_health(conn: &mut Conn, id: i64) -> StoreResult<Option<EndpointHealth>> {
+    let sql = format!(
+        "SELECT uuid, name, url, status, deleted_at, consecutive_failures, legacy
+         FROM webhook_endpoints WHERE id = $1{}",
+        dialect::FOR_NO_KEY_UPDATE
+    );
+    let row: Option<HealthRow> = sqlx::query_as(&sql)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.map(TryInto::try_into).transpose()
+}
+
+/// Splits the outcomes still leased (`order`) into plain successes (a 2xx whose endpoint's
+/// failure count is zero, or which has no endpoint) and the rest, keeping the order of the
+/// rest. The failure counts are read without a lock: a failure committed after this read
+/// serializes after this batch, so leaving its count alone is correct.
+async fn split_plain_successes(
+    conn: &mut Conn,
+    outcomes: &[AttemptOutcome],
+    leased: &HashMap<i64, LeasedRow>,
+    order: Vec<usize>,
+) -> StoreResult<(Vec<usize>, Vec<usize>)> {
+    let successes = |i: &usize| matches!(outcomes[*i].disposition, Disposition::Delivered);
+    let mut endpoint_ids: Vec<i64> = order
+        .iter()
+        .filter(|i| successes(i))
+        .filter_map(|&i| leased[&outcomes[i].delivery_id].endpoint_id)
+        .collect();
+    endpoint_ids.sort_unstable();
+    endpoint_ids.dedup();
+    let failing: HashSet<i64> = if endpoint_ids.is_empty() {
+        HashSet::new()
+    } else {
+        let mut qb = QueryBuilder::<Db>::new(
+            "SELECT id FROM webhook_endpoints WHERE consecutive_failures <> 0 AND id",
+        );
+        push_in_list(&mut qb, &endpoint_ids);
+        qb.build_query_scalar::<i64>()
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .collect()
+    };
+    Ok(order.into_iter().partition(|i| {
+        successes(i)
+            && leased[&outcomes[*i].delivery_id]
+                .endpoint_id
+                .is_none_or(|e| !failing.contains(&e))
+    }))
+}
+
+/// Rows per statement when recording successes together (well under both backends' limits
+/// on bound parameters).
+const SUCCESS_CHUNK: usize = 64;
+
+/// Records plain successes (`which`, indexes into `outcomes`) with one `UPDATE ... FROM
+/// (VALUES ...)` and one multi-row attempt insert per chunk, each delivery only while its
+/// claim still holds it. Returns the indexes recorded.
+async fn record_successes(
+    conn: &mut Conn,
+    outcomes: &[AttemptOutcome],
+    which: &[usize],
+) -> StoreResult<Vec<usize>> {
+    let mut recorded = Vec::with_capacity(which.len());
+    for chunk in which.chunks(SUCCESS_CHUNK) {
+        let mut qb = QueryBuilder::<Db>::new(
+            "UPDATE webhook_deliveries SET status = 'delivered', due_at = NULL, next_attempt_at = NULL,
+                    lease_token = NULL, response_status = v.column3, error_code = NULL, error_message = NULL,
+                    delivered_at = v.column4, updated_at = v.column4
+             FROM (",
+        );
+        qb.push_values(chunk, |mut row, &i| {
+            let o = &outcomes[i];
+            row.push_bind(o.delivery_id)
+                .push_bind(o.token)
+                .push_bind(o.attempt.response_status)
+                .push_bind(o.now);
+        });
+        qb.push(
+            ") AS v WHERE webhook_deliveries.id = v.column1 AND webhook_deliveries.lease_token = v.column2
+             RETURNING webhook_deliveries.id",
+        );
+        let done: HashSet<i64> = qb
+            .build_query_scalar::<i64>()
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .collect();
+        let kept: Vec<usize> = chunk
+            .iter()
+            .copied()
+            .filter(|&i| done.contains(&outcomes[i].delivery_id))
+            .collect();
+        if kept.is_empty() {
+            continue;
+        }
+        let mut qb = QueryBuilder::<Db>::new(
+            "INSERT INTO webhook_attempts (delivery_id, number, url, started_at, duration_ms, response_status,
+                                           error_code, error_message, response_body_excerpt) ",
+        );
+        qb.push_values(&kept, |mut row, &i| {
+            let (id, a) = (outcomes[i].delivery_id, &outcomes[i].attempt);
+            row.push_bind(id)
+                .push_bind(a.number)
+                .push_bind(a.url.clone())
+                .push_bind(a.started_at)
+                .push_bind(a.duration_ms)
+                .push_bind(a.response_status)
+                .push_bind(a.error_code.clone())
+                .push_bind(a.error_message.clone())
+                .push_bind(a.response_body_excerpt.clone());
+        });
+        qb.build().execute(&mut *conn).await?;
+        recorded.extend(kept);
+    }
+    Ok(recorded)
+}
+
+/// Records one outcome inside a batch (its delivery is still leased by the outcome's claim and
+/// its endpoint row is locked): applies the transition the domain decides
+/// (`delivery::after_attempt`). `endpoint` is updated as the outcome changes it, for the next
+/// outcomes of the batch. Returns what was recorded and the effects to write.
+async fn record_one(
+    conn: &mut Conn,
+    o: &AttemptOutcome,
+    d: &LeasedRow,
+    endpoint: Option<(i64, &mut EndpointHealth)>,
+) -> StoreResult<(AttemptRecorded, Effects)> {
+    let a = &o.attempt;
+    let t = delivery::after_attempt(
+        &delivery::Delivery {
+            org_id: d.org_id,
+            uuid: d.uuid,
+            event_uuid: d.event_uuid,
+            event_name: &d.event_name,
+            attempts: d.attempts,
+        },
+        endpoint.as_ref().map(|(_, health)| &**health),
+        &delivery::Attempt {
+            disposition: o.disposition,
+            response_status: a.response_status,
+            error_code: a.error_code.as_deref(),
+            error_message: a.error_message.as_deref(),
+        },
+        o.disable_after,
+        o.now,
+    );
+    let done = sqlx::query(
+        "UPDATE webhook_deliveries SET status = $1, due_at = $2, next_attempt_at = $3, lease_token = NULL,
+                response_status = $4, error_code = $5, error_message = $6, delivered_at = $7, updated_at = $8
+         WHERE id = $9 AND lease_token = $10",
+    )
+    .bind(t.status.as_str())
+    .bind(t.next_attempt_at)
+    .bind(t.next_attempt_at)
+    .bind(a.response_status)
+    .bind(&t.error_code)
+    .bind(&t.error_message)
+    .bind(t.delivered_at)
+    .bind(o.now)
+    .bind(o.delivery_id)
+    .bind(o.token)
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok((AttemptRecorded::LeaseLost, Effects::none()));
+    }
+    insert_attempt(conn, o.delivery_id, a).await?;
+    if let Some((id, health)) = endpoint {
+        if let Some(failures) = t.consecutive_failures {
+            sqlx::query("UPDATE webhook_endpoints SET consecutive_failures = $1 WHERE id = $2")
+                .bind(failures)
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
+        }
+        if let Some(reason) = &t.disabled_reason {
+            sqlx::query(
+                "UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1, disabled_at = $2,
+                        updated_at = $3
+                 WHERE id = $4 AND status = 'active'",
+            )
+            .bind(reason)
+            .bind(o.now)
+            .bind(o.now)
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+            hold_deliveries(conn, id, o.now).await?;
+        }
+        health.apply(&t);
+    }
+    Ok((
+        AttemptRecorded::Done {
+            status: t.status,
+            endpoint_disabled: t.disabled_reason.is_some(),
+        },
+        t.effects,
+    ))
+}
+
+#[async_trait]
+impl DeliveryStore for Backend {
+    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
+        if req.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let saturated: Vec<i64> = req
+            .in_flight
+            .iter()
+            .filter(|(_, n)| **n >= req.per_endpoint)
+            .map(|(id, _)| *id)
+            .collect();
+        let scan = (req.limit * 4).clamp(16, 1000) as i64;
+        let mut tx = self.write().await?;
+        let mut qb = QueryBuilder::<Db>::new(
+            "SELECT id, endpoint_id, attempts, lease_token, last_attempt_at FROM webhook_deliveries
+             WHERE due_at IS NOT NULL AND due_at <= ",
+        );
+        qb.push_bind(req.now);
+        if !saturated.is_empty() {
+            qb.push(" AND (endpoint_id IS NULL OR endpoint_id NOT");
+            push_in_list(&mut qb, &saturated);
+            qb.push(")");
+        }
+        qb.push(" ORDER BY due_at, id LIMIT ")
+            .push_bind(scan)
+            .push(dialect::SKIP_LOCKED);
+        let candidates: Vec<CandidateRow> = qb.build_query_as().fetch_all(&mut *tx).await?;
+
+        // Keep within each endpoint's room in this instance.
+        let mut used: HashMap<i64, usize> = HashMap::new();
+        let mut chosen: Vec<CandidateRow> = Vec::new();
+        for c in candidates {
+            if chosen.len() >= req.limit {
+                break;
+            }
+            let key = c.endpoint_id.unwrap_or(0);
+            let n = used
+                .entry(key)
+                .or_insert_with(|| req.in_flight.get(&key).copied().unwrap_or(0));
+            if *n >= req.per_endpoint {
+                continue;
+            }
+            *n += 1;
+            chosen.push(c);
+        }
+        if chosen.is_empty() {
+            tx.commit(Effects::none()).await?;
+            return Ok(Vec::new());
+        }
+        // A claim whose lease expired: its attempt was interrupted (the instance stopped).
+        for c in chosen.iter().filter(|c| c.lease_token.is_some()) {
+            insert_attempt(
+                &mut tx,
+                c.id,
+                &AttemptRecord {
+                    number: c.attempts,
+                    url: None,
+                    started_at: c.last_attempt_at.unwrap_or(req.now),
+                    duration_ms: None,
+                    response_status: None,
+                    error_code: Some("attempt_interrupted".into()),
+                    error_message: Some(
+                        "The instance making this attempt stopped before recording its outcome; the delivery was taken over."
+                            .into(),
+                    ),
+                    response_body_excerpt: None,
+                },
+            )
+            .await?;
+        }
+        let ids: Vec<i64> = chosen.iter().map(|c| c.id).collect();
+        let mut qb = QueryBuilder::<Db>::new(
+            "UPDATE webhook_deliveries SET attempts = attempts + 1, due_at = ",
+        );
+        qb.push_bind(req.lease_until)
+            .push(", lease_token = ")
+            .push_bind(req.token)
+            .push(", next_attempt_at = NULL, last_attempt_at = ")
+            .push_bind(req.now)
+            .push(", updated_at = ")
+            .push_bind(req.now)
+            .push(" WHERE id");
+        push_in_list(&mut qb, &ids);
+        qb.build().execute(&mut *tx).await?;
+
+        let mut qb = QueryBuilder::<Db>::new(
+            "SELECT d.id, d.uuid, d.org_id, d.attempts, ev.uuid AS event_uuid, ev.org_id AS event_org_id,
+                    ev.name AS event_name, ev.data AS event_data, ev.channel AS event_channel, ev.occurred_at,
+                    ep.id AS ep_id, ep.uuid AS ep_uuid, ep.url AS ep_url, ep.headers AS ep_headers,
+                    ep.signing_secret AS ep_secret, ep.status AS ep_status, ep.deleted_at AS ep_deleted_at,
+                    ep.legacy AS ep_legacy
+             FROM webhook_deliveries d
+             JOIN events ev ON ev.id = d.event_id
+             LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
+             WHERE d.id",
+        );
+        push_in_list(&mut qb, &ids);
+        qb.push(" ORDER BY d.id");
+        let rows: Vec<ClaimRow> = qb.build_query_as().fetch_all(&mut *tx).await?;
+        tx.commit(Effects::none()).await?;
+
+        rows.into_iter()
+            .map(|r| {
+                let endpoint = match (r.ep_id, r.ep_uuid, r.ep_url, r.ep_status) {
+                    (Some(id), Some(uuid), Some(url), Some(status)) => Some(ClaimedEndpoint {
+                        id,
+                        uuid,
+                        url,
+                        headers: r.ep_headers.map(|h| h.0).unwrap_or_default(),
+                        sealed_secret: r.ep_secret.unwrap_or_default(),
+                        status: endpoint_status(&status)?,
+                        deleted: r.ep_deleted_at.is_some(),
+                        legacy: r.ep_legacy.unwrap_or(false),
+                    }),
+                    _ => None,
+                };
+                Ok(ClaimedDelivery {
+                    id: r.id,
+                    token: req.token,
+                    uuid: r.uuid,
+                    org_id: r.org_id,
+                    attempt: r.attempts,
+                    event: NewEvent {
+                        uuid: r.event_uuid,
+                        org_id: r.event_org_id,
+                        name: r.event_name,
+                        data: r.event_data.0,
+                        channel: r.event_channel.map(|c| c.0),
+                        occurred_at: r.occurred_at,
+                    },
+                    endpoint,
+                })
+            })
+            .collect()
+    }
+
+    async fn record_attempt(&self, o: AttemptOutcome) -> StoreResult<AttemptRecorded> {
+        Ok(self
+            .record_attempts(vec![o])
+            .await?
+            .pop()
+            .unwrap_or(AttemptRecorded::LeaseLost))
+    }
+
+    async fn record_attempts(
+        &self,
+        outcomes: Vec<AttemptOutcome>,
+    ) -> StoreResult<Vec<AttemptRecorded>> {
+        let mut results = vec![AttemptRecorded::LeaseLost; outcomes.len()];
+        if outcomes.is_empty() {
+            return Ok(results);
+        }
+        let mut tx = self.write().await?;
+        // The deliveries still held by these claims.
+        let ids: Vec<i64> = outcomes.iter().map(|o| o.delivery_id).collect();
+        let mut qb = QueryBuilder::<Db>::new(
+            "SELECT d.id, d.org_id, d.uuid, ev.uuid AS event_uuid, d.endpoint_id, d.event_name, d.attempts, d.lease_token
+             FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id WHERE d.id",
+        );
+        push_in_list(&mut qb, &ids);
+        let rows: Vec<LeasedRow> = qb.build_query_as().fetch_all(&mut *tx).await?;
+        let leased: HashMap<i64, LeasedRow> = rows.into_iter().map(|r| (r.id, r)).collect();
+        // Endpoints in id order, each locked before its deliveries are updated: the same lock
+        // order as endpoint changes, and across concurrent batches.
+        let mut order: Vec<usize> = (0..outcomes.len())
+            .filter(|&i| {
+                leased
+                    .get(&outcomes[i].delivery_id)
+                    .is_some_and(|d| d.lease_token == Some(outcomes[i].token))
+            })
+            .collect();
+        order.sort_by_key(|&i| {
+            let d = &leased[&outcomes[i].delivery_id];
+            (d.endpoint_id.unwrap_or(0), d.id)
+        });
+        // Successes whose endpoint has no failure count to reset change nothing but their
+        // delivery and its attempt log: they are recorded together, in a few statements.
+        let (fast, order) = split_plain_successes(&mut tx, &outcomes, &leased, order).await?;
+        let mut endpoints: HashMap<i64, Option<EndpointHealth>> = HashMap::new();
+        for i in order {
+            let o = &outcomes[i];
+            let d = &leased[&o.delivery_id];
+            let endpoint = match d.endpoint_id {
+                Some(id) => {
+                    if let std::collections::hash_map::Entry::Vacant(slot) = endpoints.entry(id) {
+                        slot.insert(lock_health(&mut tx, id).await?);
+                    }
+                    endpoints
+                        .get_mut(&id)
+                        .and_then(Option::as_mut)
+                        .map(|h| (id, h))
+                }
+                None => None,
+            };
+            let (recorded, effects) = record_one(&mut tx, o, d, endpoint).await?;
+            tx.write_effects(&effects).await?;
+            results[i] = recorded;
+        }
+        for i in record_successes(&mut tx, &outcomes, &fast).await? {
+            results[i] = AttemptRecorded::Done {
+                status: DeliveryStatus::Delivered,
+                endpoint_disabled: false,
+            };
+        }
+        tx.commit(Effects::none()).await?;
+        Ok(results)
+    }
+
+    async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>> {
+        Ok(sqlx::query_scalar(
+            "SELECT due_at FROM webhook_deliveries WHERE due_at IS NOT NULL ORDER BY due_at LIMIT 1",
+        )
+        .fetch_optional(self.reader())
+        .await?)
+    }
+
+    async fn delivery_backlog(&self, now: Timestamp) -> StoreResult<(i64, Option<Timestamp>)> {
+        Ok(sqlx::query_as(
+            "SELECT COUNT(*), MIN(due_at) FROM webhook_deliveries WHERE due_at IS NOT NULL AND due_at <= $1",
+        )
+        .bind(now)
+        .fetch_one(self.reader())
+        .await?)
+    }
+}

@@ -1,0 +1,349 @@
+//! Webhook endpoints: their rows, their changes, and the deliveries held while one is
+//! disabled.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use sqlx::QueryBuilder;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::fan_out::{insert_delivery, insert_event_row};
+use super::{Backend, Conn, Db, dialect};
+use crate::webhooks::*;
+use crate::{EffectsFn, StoreError, StoreResult};
+use switchboard_domain::Timestamp;
+use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::webhooks::delivery::{self};
+use switchboard_domain::webhooks::endpoint::EndpointStatus;
+
+macro_rules! select_endpoints {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, uuid, org_id, name, url, events, headers, signing_secret, status, disabled_reason,
+                    disabled_at, consecutive_failures, created_at, updated_at, legacy
+             FROM webhook_endpoints ",
+            $rest
+        )
+    };
+}
+
+#[derive(sqlx::FromRow)]
+struct EndpointRow {
+    id: i64,
+    uuid: Uuid,
+    org_id: i64,
+    name: String,
+    url: String,
+    events: Json<Vec<String>>,
+    headers: Json<BTreeMap<String, String>>,
+    signing_secret: Vec<u8>,
+    status: String,
+    disabled_reason: Option<String>,
+    disabled_at: Option<Timestamp>,
+    consecutive_failures: i64,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    legacy: bool,
+}
+
+pub(super) fn endpoint_status(s: &str) -> StoreResult<EndpointStatus> {
+    EndpointStatus::parse(s)
+        .ok_or_else(|| StoreError::Other(format!("unknown endpoint status {s}")))
+}
+
+impl TryFrom<EndpointRow> for EndpointRecord {
+    type Error = StoreError;
+    fn try_from(r: EndpointRow) -> StoreResult<Self> {
+        Ok(EndpointRecord {
+            id: r.id,
+            uuid: r.uuid,
+            org_id: r.org_id,
+            name: r.name,
+            url: r.url,
+            events: r.events.0,
+            headers: r.headers.0,
+            sealed_secret: r.signing_secret,
+            status: endpoint_status(&r.status)?,
+            disabled_reason: r.disabled_reason,
+            disabled_at: r.disabled_at,
+            consecutive_failures: r.consecutive_failures,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            legacy: r.legacy,
+        })
+    }
+}
+
+async fn fetch_endpoint(conn: &mut Conn, org_id: i64, uuid: Uuid) -> StoreResult<EndpointRecord> {
+    let row: EndpointRow = sqlx::query_as(select_endpoints!(
+        "WHERE org_id = $1 AND uuid = $2 AND deleted_at IS NULL"
+    ))
+    .bind(org_id)
+    .bind(uuid)
+    .fetch_one(&mut *conn)
+    .await?;
+    row.try_into()
+}
+
+/// Holds (stops) the unfinished deliveries of a disabled endpoint that are not in flight.
+pub(super) async fn hold_deliveries(
+    conn: &mut Conn,
+    endpoint_id: i64,
+    now: Timestamp,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE webhook_deliveries SET due_at = NULL, next_attempt_at = NULL, updated_at = $1
+         WHERE endpoint_id = $2 AND status IN ('pending', 'retrying') AND lease_token IS NULL",
+    )
+    .bind(now)
+    .bind(endpoint_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Schedules the held deliveries of a re-enabled endpoint now. Returns how many.
+async fn resume_deliveries(conn: &mut Conn, endpoint_id: i64, now: Timestamp) -> StoreResult<u64> {
+    let done = sqlx::query(
+        "UPDATE webhook_deliveries SET due_at = $1, next_attempt_at = $2, updated_at = $3
+         WHERE endpoint_id = $4 AND status IN ('pending', 'retrying') AND due_at IS NULL",
+    )
+    .bind(now)
+    .bind(now)
+    .bind(now)
+    .bind(endpoint_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+#[async_trait]
+impl EndpointStore for Backend {
+    async fn create_endpoint(
+        &self,
+        new: NewEndpoint,
+        effects: EffectsFn<'_, EndpointRecord>,
+    ) -> StoreResult<EndpointRecord> {
+        let mut tx = self.write().await?;
+        sqlx::query(
+            "INSERT INTO webhook_endpoints (uuid, org_id, name, url, events, headers, signing_secret, status,
+                                            disabled_reason, disabled_at, consecutive_failures, created_at, updated_at,
+                                            legacy)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13)",
+        )
+        .bind(new.uuid)
+        .bind(new.org_id)
+        .bind(&new.name)
+        .bind(&new.url)
+        .bind(Json(&new.events))
+        .bind(Json(&new.headers))
+        .bind(&new.sealed_secret)
+        .bind(new.status.as_str())
+        .bind((new.status == EndpointStatus::Disabled).then_some("disabled when created"))
+        .bind((new.status == EndpointStatus::Disabled).then_some(new.now))
+        .bind(new.now)
+        .bind(new.now)
+        .bind(new.legacy)
+        .execute(&mut *tx)
+        .await?;
+        let record = fetch_endpoint(&mut tx, new.org_id, new.uuid).await?;
+        tx.commit(effects(&record)).await?;
+        Ok(record)
+    }
+
+    async fn list_endpoints(
+        &self,
+        org_id: i64,
+        legacy: bool,
+        before: Option<(Timestamp, i64)>,
+        limit: i64,
+    ) -> StoreResult<Vec<EndpointRecord>> {
+        let mut qb =
+            QueryBuilder::<Db>::new(select_endpoints!("WHERE deleted_at IS NULL AND org_id = "));
+        qb.push_bind(org_id);
+        qb.push(" AND legacy = ").push_bind(legacy);
+        if let Some((t, id)) = before {
+            qb.push(" AND (created_at < ")
+                .push_bind(t)
+                .push(" OR (created_at = ")
+                .push_bind(t)
+                .push(" AND id < ")
+                .push_bind(id)
+                .push("))");
+        }
+        qb.push(" ORDER BY created_at DESC, id DESC LIMIT ")
+            .push_bind(limit);
+        let rows: Vec<EndpointRow> = qb.build_query_as().fetch_all(self.reader()).await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn get_endpoint(&self, org_id: i64, uuid: Uuid) -> StoreResult<EndpointRecord> {
+        let row: EndpointRow = sqlx::query_as(select_endpoints!(
+            "WHERE org_id = $1 AND uuid = $2 AND deleted_at IS NULL"
+        ))
+        .bind(org_id)
+        .bind(uuid)
+        .fetch_one(self.reader())
+        .await?;
+        row.try_into()
+    }
+
+    async fn update_endpoint(
+        &self,
+        org_id: i64,
+        uuid: Uuid,
+        patch: EndpointPatch,
+        now: Timestamp,
+        effects: EffectsFn<'_, (EndpointRecord, EndpointRecord)>,
+    ) -> StoreResult<EndpointRecord> {
+        let mut tx = self.write().await?;
+        // Lock the endpoint first (the dispatcher takes endpoint, then delivery locks too).
+        let lock = format!(
+            "SELECT id FROM webhook_endpoints WHERE org_id = $1 AND uuid = $2 AND deleted_at IS NULL{}",
+            dialect::FOR_NO_KEY_UPDATE
+        );
+        let _: i64 = sqlx::query_scalar(&lock)
+            .bind(org_id)
+            .bind(uuid)
+            .fetch_one(&mut *tx)
+            .await?;
+        let old = fetch_endpoint(&mut tx, org_id, uuid).await?;
+        let EndpointPatch {
+            name,
+            url,
+            events,
+            headers,
+            status,
+            disabled_reason,
+            sealed_secret,
+        } = patch;
+        let name = name.unwrap_or_else(|| old.name.clone());
+        let url = url.unwrap_or_else(|| old.url.clone());
+        let events = events.unwrap_or_else(|| old.events.clone());
+        let headers = headers.unwrap_or_else(|| old.headers.clone());
+        let secret = sealed_secret.unwrap_or_else(|| old.sealed_secret.clone());
+        let (status, reason, disabled_at, failures) = match status {
+            Some(EndpointStatus::Active) => (EndpointStatus::Active, None, None, 0),
+            Some(EndpointStatus::Disabled) if old.status == EndpointStatus::Active => (
+                EndpointStatus::Disabled,
+                Some(disabled_reason.unwrap_or_else(|| "disabled through the API".into())),
+                Some(now),
+                old.consecutive_failures,
+            ),
+            _ => (
+                old.status,
+                old.disabled_reason.clone(),
+                old.disabled_at,
+                old.consecutive_failures,
+            ),
+        };
+        // `updated_at` moves only when something changed (a PUT of nothing, or of the current
+        // values, leaves the endpoint as it was).
+        let changed = name != old.name
+            || url != old.url
+            || events != old.events
+            || headers != old.headers
+            || secret != old.sealed_secret
+            || status != old.status
+            || reason != old.disabled_reason
+            || failures != old.consecutive_failures;
+        let updated_at = if changed { now } else { old.updated_at };
+        sqlx::query(
+            "UPDATE webhook_endpoints SET name = $1, url = $2, events = $3, headers = $4, signing_secret = $5,
+                    status = $6, disabled_reason = $7, disabled_at = $8, consecutive_failures = $9, updated_at = $10
+             WHERE id = $11",
+        )
+        .bind(&name)
+        .bind(&url)
+        .bind(Json(&events))
+        .bind(Json(&headers))
+        .bind(&secret)
+        .bind(status.as_str())
+        .bind(&reason)
+        .bind(disabled_at)
+        .bind(failures)
+        .bind(updated_at)
+        .bind(old.id)
+        .execute(&mut *tx)
+        .await?;
+        if status == EndpointStatus::Disabled && old.status == EndpointStatus::Active {
+            hold_deliveries(&mut tx, old.id, now).await?;
+        }
+        if status == EndpointStatus::Active && resume_deliveries(&mut tx, old.id, now).await? > 0 {
+            tx.deliveries_scheduled();
+        }
+        let new = fetch_endpoint(&mut tx, org_id, uuid).await?;
+        tx.commit(effects(&(old, new.clone()))).await?;
+        Ok(new)
+    }
+
+    async fn delete_endpoint(
+        &self,
+        org_id: i64,
+        uuid: Uuid,
+        now: Timestamp,
+        effects: EffectsFn<'_, EndpointRecord>,
+    ) -> StoreResult<()> {
+        let mut tx = self.write().await?;
+        let lock = format!(
+            "SELECT id FROM webhook_endpoints WHERE org_id = $1 AND uuid = $2 AND deleted_at IS NULL{}",
+            dialect::FOR_NO_KEY_UPDATE
+        );
+        let _: i64 = sqlx::query_scalar(&lock)
+            .bind(org_id)
+            .bind(uuid)
+            .fetch_one(&mut *tx)
+            .await?;
+        let old = fetch_endpoint(&mut tx, org_id, uuid).await?;
+        sqlx::query(
+            "UPDATE webhook_endpoints SET deleted_at = $1, updated_at = $2, status = 'disabled',
+                    disabled_reason = 'deleted', signing_secret = $3
+             WHERE id = $4",
+        )
+        .bind(now)
+        .bind(now)
+        .bind(Vec::<u8>::new())
+        .bind(old.id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE webhook_deliveries SET status = 'failed', due_at = NULL, next_attempt_at = NULL,
+                    error_code = $1, error_message = $2, updated_at = $3
+             WHERE endpoint_id = $4 AND status IN ('pending', 'retrying') AND lease_token IS NULL",
+        )
+        .bind(delivery::ENDPOINT_DELETED)
+        .bind(delivery::ENDPOINT_DELETED_MESSAGE)
+        .bind(now)
+        .bind(old.id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit(effects(&old)).await?;
+        Ok(())
+    }
+
+    async fn create_test_delivery(
+        &self,
+        org_id: i64,
+        endpoint_uuid: Uuid,
+        event: NewEvent,
+        delivery_uuid: Uuid,
+    ) -> StoreResult<Uuid> {
+        let mut tx = self.write().await?;
+        let endpoint = fetch_endpoint(&mut tx, org_id, endpoint_uuid).await?;
+        let event_id = insert_event_row(&mut tx, &event).await?;
+        insert_delivery(
+            &mut tx,
+            delivery_uuid,
+            org_id,
+            event_id,
+            endpoint.id,
+            &event.name,
+            event.occurred_at,
+        )
+        .await?;
+        tx.deliveries_scheduled();
+        tx.commit(Effects::none()).await?;
+        Ok(delivery_uuid)
+    }
+}

@@ -1,0 +1,162 @@
+//! The fan-out: every outbox event becomes one delivery per subscribed active endpoint, in
+//! the transaction that writes the event.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::Conn;
+use crate::StoreResult;
+use switchboard_domain::Timestamp;
+use switchboard_domain::event::NewEvent;
+use switchboard_domain::webhooks::catalogue::{INTEGRATION_TEST, subscribed};
+
+/// An active endpoint, as the fan-out needs it.
+struct Target {
+    id: i64,
+    uuid: Uuid,
+    url: String,
+    events: Vec<String>,
+}
+
+/// The state of one `write_effects_tx` call: each organization's active endpoints are loaded
+/// once, and how many deliveries were written (to wake the dispatchers).
+#[derive(Default)]
+pub(crate) struct FanOut {
+    targets: HashMap<i64, Vec<Target>>,
+    deliveries: usize,
+}
+
+impl FanOut {
+    async fn targets(&mut self, conn: &mut Conn, org_id: i64) -> StoreResult<&[Target]> {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.targets.entry(org_id) {
+            let rows: Vec<(i64, Uuid, String, Json<Vec<String>>)> = sqlx::query_as(
+                "SELECT id, uuid, url, events FROM webhook_endpoints
+                 WHERE org_id = $1 AND status = 'active' AND deleted_at IS NULL ORDER BY legacy, id",
+            )
+            .bind(org_id)
+            .fetch_all(&mut *conn)
+            .await?;
+            slot.insert(
+                rows.into_iter()
+                    .map(|(id, uuid, url, events)| Target {
+                        id,
+                        uuid,
+                        url,
+                        events: events.0,
+                    })
+                    .collect(),
+            );
+        }
+        Ok(&self.targets[&org_id])
+    }
+
+    /// How many deliveries were written.
+    pub(crate) fn deliveries(&self) -> usize {
+        self.deliveries
+    }
+}
+
+/// The form of a URL used to tell whether two targets are the same: parsed and re-serialized
+/// (lower-case host, default port dropped), without the fragment.
+fn url_key(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            u.set_fragment(None);
+            u.to_string()
+        }
+        Err(_) => url.to_owned(),
+    }
+}
+
+pub(super) async fn insert_event_row(conn: &mut Conn, e: &NewEvent) -> StoreResult<i64> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO events (uuid, org_id, name, data, channel, occurred_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+    )
+    .bind(e.uuid)
+    .bind(e.org_id)
+    .bind(&e.name)
+    .bind(Json(&e.data))
+    .bind(e.channel.as_ref().map(Json))
+    .bind(e.occurred_at)
+    .fetch_one(&mut *conn)
+    .await?)
+}
+
+pub(super) async fn insert_delivery(
+    conn: &mut Conn,
+    uuid: Uuid,
+    org_id: i64,
+    event_id: i64,
+    endpoint_id: i64,
+    event_name: &str,
+    now: Timestamp,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO webhook_deliveries (uuid, org_id, event_id, endpoint_id, event_name, status, attempts,
+                                         due_at, next_attempt_at, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7, $8, $9)",
+    )
+    .bind(uuid)
+    .bind(org_id)
+    .bind(event_id)
+    .bind(endpoint_id)
+    .bind(event_name)
+    .bind(now)
+    .bind(now)
+    .bind(now)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Inserts an outbox event and one delivery per active endpoint of its organization whose
+/// subscriptions match, one per distinct URL (unified dispatch, specification 6.2.2): modern
+/// endpoints come before legacy records, so a URL that both hold gets the modern (signed)
+/// delivery, and several records with one URL get one delivery. `integration.test` events are delivered only by
+/// the test operation; a `webhook.*` event about an endpoint never goes to that endpoint.
+pub(crate) async fn insert_event(
+    conn: &mut Conn,
+    e: &NewEvent,
+    fan: &mut FanOut,
+) -> StoreResult<()> {
+    let event_id = insert_event_row(conn, e).await?;
+    if e.name == INTEGRATION_TEST {
+        return Ok(());
+    }
+    let exclude = if e.name.starts_with("webhook.") {
+        e.data
+            .get("endpoint_uuid")
+            .and_then(Value::as_str)
+            .and_then(|s| Uuid::parse_str(s).ok())
+    } else {
+        None
+    };
+    let mut chosen: Vec<i64> = Vec::new();
+    let mut urls = HashSet::new();
+    for t in fan.targets(conn, e.org_id).await? {
+        if Some(t.uuid) == exclude || !subscribed(&t.events, &e.name) {
+            continue;
+        }
+        if urls.insert(url_key(&t.url)) {
+            chosen.push(t.id);
+        }
+    }
+    for endpoint_id in chosen {
+        insert_delivery(
+            conn,
+            Uuid::now_v7(),
+            e.org_id,
+            event_id,
+            endpoint_id,
+            &e.name,
+            e.occurred_at,
+        )
+        .await?;
+        fan.deliveries += 1;
+    }
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! The one way a change is written: [`WriteTx`].
+//!
+//! Every write transaction of the store is a `WriteTx` (`Backend::write`, or
+//! `Backend::write_org` for changes serialized per organization). A change writes its rows
+//! through it (it dereferences to the connection), then `commit(effects)` writes the change's
+//! outbox events and log entries in the same transaction (the outbox, with the fan-out into
+//! webhook deliveries), commits, and wakes the dispatchers: this process's after the commit,
+//! and on PostgreSQL every instance's (`NOTIFY`, delivered on commit) when deliveries were
+//! written or scheduled. Dropping a `WriteTx` without committing rolls everything back.
+
+use std::ops::{Deref, DerefMut};
+
+use sqlx::Transaction;
+use switchboard_domain::event::Effects;
+
+use super::{Backend, Conn, Db, dialect};
+use crate::StoreResult;
+
+/// A write transaction of the store and what it has to wake on commit.
+pub(super) struct WriteTx<'s> {
+    store: &'s Backend,
+    tx: Transaction<'static, Db>,
+    /// Outbox events were written: this process's dispatcher is woken after the commit.
+    events: bool,
+    /// Deliveries were written or scheduled: every instance's dispatcher is woken.
+    deliveries: bool,
+}
+
+impl Backend {
+    /// Starts a write transaction.
+    pub(super) async fn write(&self) -> StoreResult<WriteTx<'_>> {
+        Ok(WriteTx {
+            store: self,
+            tx: self.begin().await?,
+            events: false,
+            deliveries: false,
+        })
+    }
+
+    /// Starts a write transaction holding the organization's lock (see [`WriteTx::lock_org`]).
+    pub(super) async fn write_org(&self, org_id: i64) -> StoreResult<WriteTx<'_>> {
+        let mut tx = self.write().await?;
+        tx.lock_org(org_id).await?;
+        Ok(tx)
+    }
+}
+
+impl WriteTx<'_> {
+    /// Takes the organization's lock (PostgreSQL; SQLite serializes writers anyway) for the
+    /// rest of the transaction: changes that derive values from the organization's other rows
+    /// (slugs, the default channel, memberships) run one at a time.
+    pub(super) async fn lock_org(&mut self, org_id: i64) -> StoreResult<()> {
+        sqlx::query(dialect::LOCK_ORG)
+            .bind(org_id)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Writes effects now, inside the transaction (for changes that write several, each after
+    /// its own part of the change; the last ones go to [`WriteTx::commit`]).
+    pub(super) async fn write_effects(&mut self, effects: &Effects) -> StoreResult<()> {
+        let written = super::events::write_effects_tx(&mut self.tx, effects).await?;
+        self.events |= written.events;
+        self.deliveries |= written.deliveries > 0;
+        Ok(())
+    }
+
+    /// Records that this transaction scheduled deliveries by other means than effects (a test
+    /// delivery, a manual retry, an endpoint re-enabled), so that the commit wakes dispatchers.
+    pub(super) fn deliveries_scheduled(&mut self) {
+        self.deliveries = true;
+    }
+
+    /// Writes `effects`, commits, then wakes the dispatchers if anything is for them.
+    pub(super) async fn commit(mut self, effects: Effects) -> StoreResult<()> {
+        self.write_effects(&effects).await?;
+        if self.deliveries && !dialect::NOTIFY_DELIVERIES.is_empty() {
+            sqlx::query(dialect::NOTIFY_DELIVERIES)
+                .execute(&mut *self.tx)
+                .await?;
+        }
+        self.tx.commit().await?;
+        if self.events || self.deliveries {
+            self.store.hooks.outbox_written();
+        }
+        Ok(())
+    }
+
+    /// Rolls back explicitly (dropping the transaction does the same).
+    pub(super) async fn rollback(self) -> StoreResult<()> {
+        Ok(self.tx.rollback().await?)
+    }
+}
+
+impl Deref for WriteTx<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        &self.tx
+    }
+}
+
+impl DerefMut for WriteTx<'_> {
+    fn deref_mut(&mut self) -> &mut Conn {
+        &mut self.tx
+    }
+}

@@ -1,0 +1,335 @@
+//! One attempt: the signed HTTP request through the safe client, and what its result means.
+
+use std::time::Duration;
+
+use super::*;
+use crate::webhooks::url_safety::{self, DnsFailure, Policy, SafeResolver, UnsafeTarget};
+
+/// The delivery HTTP client: safe resolver, no redirects, no proxy, HTTP/1.1.
+///
+/// Idle connections are kept per host up to [`IDLE_PER_HOST`]: many endpoints often share
+/// one host (an integration platform, a company's gateway), and a smaller pool than the
+/// attempts in flight to it would close and reopen connections under load.
+pub fn http_client(policy: Policy, timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        .dns_resolver(Arc::new(SafeResolver::new(policy)))
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .pool_idle_timeout(Duration::from_secs(60))
+        .pool_max_idle_per_host(IDLE_PER_HOST)
+        .tcp_nodelay(true)
+        .user_agent(USER_AGENT)
+        .build()
+        .expect("the webhook HTTP client builds")
+}
+
+impl Dispatcher {
+    /// Makes the HTTP request of one attempt.
+    pub(super) async fn attempt(&self, d: &ClaimedDelivery) -> AttemptResult {
+        let Some(endpoint) = d.endpoint.as_ref().filter(|e| !e.deleted) else {
+            return AttemptResult::error(
+                delivery::ENDPOINT_DELETED,
+                delivery::ENDPOINT_DELETED_MESSAGE.into(),
+            );
+        };
+        let url = match url_safety::check_url(&endpoint.url, self.policy) {
+            Ok(u) => u,
+            Err(e) => {
+                return AttemptResult::error(
+                    "unsafe_target",
+                    format!("The endpoint URL is not allowed: {e}."),
+                );
+            }
+        };
+        // A legacy webhook record has no secret: its deliveries are unsigned (specification
+        // 6.3.3; see docs/legacy.md).
+        let secret = match endpoint.legacy {
+            true => None,
+            false => match self
+                .secrets
+                .open(&endpoint.sealed_secret, AAD_SIGNING_SECRET)
+            {
+                Ok(s) => Some(String::from_utf8_lossy(&s).into_owned()),
+                Err(e) => {
+                    tracing::error!(endpoint_uuid = %endpoint.uuid, error = %e, "cannot open a signing secret");
+                    return AttemptResult::error(
+                        "secret_unavailable",
+                        "The endpoint's signing secret could not be read; the attempt was not made."
+                            .into(),
+                    );
+                }
+            },
+        };
+        let body = match serde_json::to_vec(&d.event.envelope()) {
+            Ok(b) => b,
+            Err(e) => {
+                return AttemptResult::error(
+                    "internal_error",
+                    format!("cannot encode the event: {e}"),
+                );
+            }
+        };
+        let timestamp = self.clock.now().unix_seconds();
+        let mut req = self.client.post(url);
+        for (name, value) in &endpoint.headers {
+            req = req.header(name.as_str(), value.as_str());
+        }
+        let mut req = req
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("X-Switchboard-Event", d.event.name.as_str())
+            .header("X-Switchboard-Delivery", d.uuid.to_string())
+            .header("X-Switchboard-Attempt", d.attempt.to_string());
+        if let Some(secret) = &secret {
+            req = req
+                .header("X-Switchboard-Timestamp", timestamp.to_string())
+                .header(
+                    "X-Switchboard-Signature",
+                    signing::signature_header(secret, timestamp, &body),
+                );
+        }
+        let req = req.body(body);
+
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let mut resp = match tokio::time::timeout_at(deadline, req.send()).await {
+            Err(_) => return AttemptResult::timeout(self.timeout),
+            Ok(Err(e)) => return AttemptResult::from_transport(&e, self.timeout),
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status();
+        let retry_after = if retry::honours_retry_after(status.as_u16()) {
+            resp.headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| retry::parse_retry_after(v, self.clock.now()))
+        } else {
+            None
+        };
+        let location = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map(url_safety::redacted);
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout_at(deadline, read_capped(&mut resp, &mut buf)).await;
+        drop(resp);
+        let excerpt = excerpt(&buf);
+        let reason = status.canonical_reason().unwrap_or("");
+        let (code, message) = match retry::classify_status(status.as_u16()) {
+            StatusClass::Success => (None, None),
+            _ if status.is_redirection() => (
+                Some("redirect_not_followed"),
+                Some(format!(
+                    "The endpoint answered {} {reason}{}; redirects are not followed. Point the endpoint at the final URL.",
+                    status.as_u16(),
+                    location.map(|l| format!(" (to {l})")).unwrap_or_default()
+                )),
+            ),
+            _ => (
+                Some("http_error"),
+                Some(format!(
+                    "The endpoint answered {} {reason}.",
+                    status.as_u16()
+                )),
+            ),
+        };
+        AttemptResult {
+            status: Some(status.as_u16()),
+            error_code: code,
+            error_message: message,
+            excerpt,
+            retry_after,
+        }
+    }
+}
+
+/// Reads at most [`READ_LIMIT`] bytes of a body into `buf`.
+async fn read_capped(resp: &mut reqwest::Response, buf: &mut Vec<u8>) {
+    while buf.len() < READ_LIMIT {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = READ_LIMIT - buf.len();
+                buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            _ => break,
+        }
+    }
+}
+
+/// The first KiB of a body as text (cut at a character boundary).
+pub fn excerpt(body: &[u8]) -> Option<String> {
+    if body.is_empty() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&body[..body.len().min(EXCERPT_LIMIT + 4)]);
+    let mut end = text.len().min(EXCERPT_LIMIT);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(text[..end].to_owned())
+}
+
+/// What one attempt produced.
+#[derive(Debug)]
+pub(super) struct AttemptResult {
+    pub(super) status: Option<u16>,
+    pub(super) error_code: Option<&'static str>,
+    pub(super) error_message: Option<String>,
+    pub(super) excerpt: Option<String>,
+    pub(super) retry_after: Option<Duration>,
+}
+
+impl AttemptResult {
+    fn error(code: &'static str, message: String) -> Self {
+        AttemptResult {
+            status: None,
+            error_code: Some(code),
+            error_message: Some(message),
+            excerpt: None,
+            retry_after: None,
+        }
+    }
+
+    fn timeout(limit: Duration) -> Self {
+        Self::error(
+            "timeout",
+            format!(
+                "No complete answer within {}.",
+                switchboard_domain::time::format_duration(limit)
+            ),
+        )
+    }
+
+    fn from_transport(e: &reqwest::Error, limit: Duration) -> Self {
+        let (code, message) = classify_transport(e);
+        if code == "timeout" {
+            return Self::timeout(limit);
+        }
+        Self::error(code, message)
+    }
+}
+
+/// Classifies a failure to get an answer: `dns_failed`, `unsafe_target`, `timeout`,
+/// `connection_closed` or `connection_failed`.
+fn classify_transport(e: &reqwest::Error) -> (&'static str, String) {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(u) = s.downcast_ref::<UnsafeTarget>() {
+            return (
+                "unsafe_target",
+                format!("{u}; webhooks are only sent to public internet addresses."),
+            );
+        }
+        if let Some(d) = s.downcast_ref::<DnsFailure>() {
+            return ("dns_failed", format!("The host name did not resolve: {d}."));
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            match io.kind() {
+                TimedOut => return ("timeout", String::new()),
+                ConnectionRefused => {
+                    return ("connection_failed", "The connection was refused.".into());
+                }
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => {
+                    return (
+                        "connection_closed",
+                        "The connection was closed before a complete answer.".into(),
+                    );
+                }
+                _ => {}
+            }
+        }
+        if let Some(h) = s.downcast_ref::<hyper::Error>()
+            && (h.is_incomplete_message() || h.is_closed() || h.is_canceled())
+        {
+            return (
+                "connection_closed",
+                "The connection was closed before a complete answer.".into(),
+            );
+        }
+        source = s.source();
+    }
+    if e.is_timeout() {
+        return ("timeout", String::new());
+    }
+    let mut detail = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        detail.push_str(": ");
+        detail.push_str(&s.to_string());
+        source = s.source();
+    }
+    // reqwest's messages name the URL, which may carry a token in its query: drop it.
+    let detail = detail
+        .split(" for url (")
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(400)
+        .collect::<String>();
+    (
+        "connection_failed",
+        format!("Could not get an answer: {detail}."),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpts_are_at_most_one_kib_and_valid_text() {
+        assert_eq!(excerpt(b""), None);
+        assert_eq!(excerpt(b"ok").as_deref(), Some("ok"));
+        let long = "é".repeat(2000);
+        let e = excerpt(long.as_bytes()).unwrap();
+        assert!(e.len() <= EXCERPT_LIMIT && e.len() >= EXCERPT_LIMIT - 1);
+        assert!(e.chars().all(|c| c == 'é'));
+        let binary = vec![0xffu8; 5000];
+        assert!(excerpt(&binary).unwrap().len() <= EXCERPT_LIMIT);
+    }
+
+    #[tokio::test]
+    async fn the_client_refuses_names_that_resolve_to_private_addresses() {
+        // `localhost` resolves to a loopback address: the strict resolver drops it, so the
+        // connection is never made and the error says why.
+        let client = http_client(Policy::default(), Duration::from_secs(5));
+        let e = client
+            .post("http://localhost:9/hook")
+            .send()
+            .await
+            .unwrap_err();
+        let (code, message) = classify_transport(&e);
+        assert_eq!(code, "unsafe_target", "{message}");
+
+        let client = http_client(Policy::default(), Duration::from_secs(5));
+        let e = client
+            .post("http://does-not-exist.invalid/hook")
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(classify_transport(&e).0, "dns_failed");
+    }
+
+    #[tokio::test]
+    async fn connection_failures_are_classified() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let client = http_client(
+            Policy {
+                allow_private: true,
+            },
+            Duration::from_secs(5),
+        );
+        let e = client
+            .post(format!("http://127.0.0.1:{port}/hook?token=secret"))
+            .send()
+            .await
+            .unwrap_err();
+        let (code, message) = classify_transport(&e);
+        assert_eq!(code, "connection_failed", "{message}");
+        assert!(!message.contains("secret"), "{message}");
+    }
+}

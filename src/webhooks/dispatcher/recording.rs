@@ -1,0 +1,106 @@
+//! Recording attempt outcomes: one transaction per attempt under light load, batches of up to
+//! [`RECORD_BATCH`] under load.
+
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use switchboard_store::SharedStore;
+use switchboard_store::webhooks::{AttemptOutcome, AttemptRecorded, ClaimedDelivery, Disposition};
+
+use super::{Dispatcher, RECORD_BATCH};
+
+impl Dispatcher {
+    /// Records an outcome, retrying a few times if the database is briefly unavailable. If it
+    /// cannot be recorded, the lease expires and another attempt is made.
+    /// Records an outcome through the recorder (which batches outcomes into one transaction
+    /// under load) and logs what happened.
+    pub(super) async fn record(&self, outcome: AttemptOutcome, d: &ClaimedDelivery) {
+        let (reply, answer) = oneshot::channel();
+        if self.recorder.send(ToRecord { outcome, reply }).is_err() {
+            return;
+        }
+        match answer.await.ok().flatten() {
+            Some(AttemptRecorded::Done {
+                status,
+                endpoint_disabled,
+            }) => {
+                tracing::debug!(delivery_id = %d.uuid, attempt = d.attempt, status = %status, "delivery attempt recorded");
+                if endpoint_disabled {
+                    metrics::counter!("webhook_endpoints_disabled_total").increment(1);
+                    tracing::warn!(
+                        endpoint_uuid = ?d.endpoint.as_ref().map(|e| e.uuid),
+                        "webhook endpoint disabled after consecutive failed deliveries"
+                    );
+                }
+            }
+            Some(AttemptRecorded::LeaseLost) => {
+                tracing::warn!(delivery_id = %d.uuid, attempt = d.attempt, "the lease of this attempt expired before its outcome was recorded; another instance took the delivery over");
+            }
+            None => {
+                tracing::error!(delivery_id = %d.uuid, attempt = d.attempt, "could not record a delivery attempt; its lease will expire and the attempt will be made again");
+            }
+        }
+    }
+}
+
+/// An outcome waiting to be recorded, and who waits for the result.
+pub(super) struct ToRecord {
+    outcome: AttemptOutcome,
+    reply: oneshot::Sender<Option<AttemptRecorded>>,
+}
+
+/// Records outcomes as they come, up to [`RECORD_BATCH`] per transaction: one transaction per
+/// attempt when the load is light, fewer and larger ones under load. A batch that fails is
+/// retried a few times (the database may be briefly unavailable), then recorded outcome by
+/// outcome so that one bad outcome cannot hold the others back.
+pub(super) async fn recorder(store: SharedStore, mut rx: mpsc::UnboundedReceiver<ToRecord>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < RECORD_BATCH {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let outcomes: Vec<AttemptOutcome> = batch.iter().map(|b| b.outcome.clone()).collect();
+        let mut pause = Duration::from_millis(100);
+        let mut results = None;
+        for i in 0..6 {
+            match store.record_attempts(outcomes.clone()).await {
+                Ok(r) => {
+                    results = Some(r);
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, try_ = i + 1, outcomes = outcomes.len(), "could not record delivery attempts");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        match results {
+            Some(results) => {
+                for (b, r) in batch.into_iter().zip(results) {
+                    let _ = b.reply.send(Some(r));
+                }
+            }
+            None => {
+                for b in batch {
+                    let r = store.record_attempt(b.outcome).await.ok();
+                    let _ = b.reply.send(r);
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn outcome_label(d: &Disposition) -> &'static str {
+    match d {
+        Disposition::Delivered => "delivered",
+        Disposition::RetryAt(_) => "retry",
+        Disposition::Failed => "failed",
+        Disposition::Exhausted => "retries_exhausted",
+        Disposition::Interrupted(_) => "interrupted",
+    }
+}
