@@ -29,6 +29,23 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
+/// An optional JSON request body: no body (or only whitespace) is `T::default()`; anything else
+/// is read like [`JsonBody`].
+pub struct OptionalJsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        check_content_type(&req)?;
+        let bytes = read_body(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonBody(T::default()));
+        }
+        parse(&bytes).map(OptionalJsonBody)
+    }
+}
+
 /// The raw body (for endpoints that also need the exact bytes, such as provider signatures or
 /// idempotency fingerprints), with the same limit and content-type rules.
 pub struct RawJson(pub Bytes);

@@ -308,6 +308,7 @@ pub async fn update_endpoint(
                 status: input.status,
                 disabled_reason: None,
                 sealed_secret: None,
+                retire_secret_until: None,
             },
             now,
             Box::new(move |(old, new)| update_effects(old, new, actor, now)),
@@ -413,15 +414,24 @@ pub async fn delete_endpoint(
 
 /// Replaces the signing secret; the new one is returned once and signs every attempt from now
 /// on (including retries of earlier deliveries).
+/// The longest grace period of a rotation, during which the old secret still signs.
+pub const MAX_ROTATION_GRACE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The grace period of a rotation that names none.
+pub const DEFAULT_ROTATION_GRACE: Duration = Duration::from_secs(24 * 3600);
+
+/// Replaces the signing secret. The old secret keeps signing deliveries (beside the new one)
+/// for `grace` (`0s`: dropped at once), then is erased. Returns the endpoint and the new secret.
 pub async fn rotate_secret(
     deps: &Deps<'_>,
     org_id: i64,
     uuid: Uuid,
+    grace: Duration,
     actor: Actor,
 ) -> WebhookResult<(EndpointRecord, String)> {
     get_endpoint(deps, org_id, uuid, Kind::Endpoint).await?;
     let secret = signing::generate_secret();
     let now = deps.clock.now();
+
     let record = deps
         .store
         .update_endpoint(
@@ -429,6 +439,7 @@ pub async fn rotate_secret(
             uuid,
             EndpointPatch {
                 sealed_secret: Some(deps.secrets.seal(secret.as_bytes(), AAD_SIGNING_SECRET)),
+                retire_secret_until: (!grace.is_zero()).then(|| now.saturating_add(grace)),
                 ..Default::default()
             },
             now,
@@ -438,7 +449,7 @@ pub async fn rotate_secret(
                     "secret_rotated",
                     e.uuid,
                     actor,
-                    json!({ "name": e.name }),
+                    json!({ "name": e.name, "grace_period_seconds": grace.as_secs() }),
                     now,
                 ))
             }),

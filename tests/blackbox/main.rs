@@ -20,5 +20,6 @@ mod org_features;
 mod scale;
 mod sending;
 mod service;
+mod signatures;
 mod soak;
 mod webhooks;

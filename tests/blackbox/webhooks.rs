@@ -190,6 +190,8 @@ impl<'a> Api<'a> {
     }
 }
 /// Independent signature check: HMAC-SHA256 with the `hmac` crate over `{timestamp}.{body}`.
+/// Whether one of the `v1=` values of `X-Switchboard-Signature` is the signature of `secret` (a
+/// receiver accepts a request when any one matches: CONVENTIONS "Webhooks").
 pub(crate) fn signed_by(secret: &str, r: &ReceivedRequest) -> bool {
     let ts = r.header("x-switchboard-timestamp").expect("timestamp");
     let sig = r.header("x-switchboard-signature").expect("signature");
@@ -198,7 +200,7 @@ pub(crate) fn signed_by(secret: &str, r: &ReceivedRequest) -> bool {
     mac.update(b".");
     mac.update(&r.body);
     let expected = format!("v1={}", hex::encode(mac.finalize().into_bytes()));
-    expected == sig
+    sig.split(',').any(|v| v == expected)
 }
 /// The same check by another implementation: Python's `hmac` module.
 fn python_signature(secret: &str, timestamp: &str, body: &[u8]) -> String {
@@ -1458,11 +1460,12 @@ async fn rotating_the_secret_changes_the_signature(backend: Backend) {
     let first = rx.wait_for("/ep", 1, WAIT).await;
     assert!(signed_by(&ep.secret, &first[0]));
 
+    // An immediate cut-over (`0s`): the old secret stops signing at once.
     let r = server
         .post(
             &format!("{ENDPOINTS}/{}/rotate-secret", ep.uuid),
             &seed.key,
-            &json!({}),
+            &json!({"grace_period": "0s"}),
         )
         .await
         .expect(200);
@@ -1484,6 +1487,15 @@ async fn rotating_the_secret_changes_the_signature(backend: Backend) {
         "signed with the new secret"
     );
     assert!(!signed_by(&ep.secret, &got[1]), "not with the old one");
+    assert_eq!(
+        got[1]
+            .header("x-switchboard-signature")
+            .unwrap()
+            .matches("v1=")
+            .count(),
+        1,
+        "one signature only"
+    );
     // The secret is never logged, and is stored only encrypted.
     assert!(!server.logs().contains(&new_secret) && !server.logs().contains(&ep.secret));
     assert_not_stored_in_clear(&env, &[&new_secret, &ep.secret]).await;
@@ -1519,11 +1531,13 @@ async fn assert_not_stored_in_clear(env: &TestEnv, secrets: &[&str]) {
             let mut c = sqlx::PgConnection::connect(&env.database_url)
                 .await
                 .unwrap();
-            let stored: Vec<Vec<u8>> =
-                sqlx::query_scalar("SELECT signing_secret FROM webhook_endpoints")
-                    .fetch_all(&mut c)
-                    .await
-                    .unwrap();
+            let stored: Vec<Vec<u8>> = sqlx::query_scalar(
+                "SELECT signing_secret FROM webhook_endpoints
+                 UNION ALL SELECT signing_secret FROM webhook_endpoint_secrets",
+            )
+            .fetch_all(&mut c)
+            .await
+            .unwrap();
             assert!(!stored.is_empty());
             for value in stored {
                 for secret in secrets {

@@ -66,6 +66,9 @@ pub struct EndpointPatch {
     pub disabled_reason: Option<String>,
     /// A new sealed signing secret.
     pub sealed_secret: Option<Vec<u8>>,
+    /// With a new secret: the current secret stays valid (deliveries are signed with it too)
+    /// until this time; `None` drops it at once. Secrets already retired keep their own end.
+    pub retire_secret_until: Option<Timestamp>,
 }
 
 /// A delivery as the ledger shows it.
@@ -105,6 +108,9 @@ pub struct AttemptRecord {
     pub error_message: Option<String>,
     /// At most the first KiB of the response body.
     pub response_body_excerpt: Option<String>,
+    /// The ids (`signing::secret_id`) of the secrets that signed the attempt; `None` when it
+    /// was not signed (legacy records) or never made (interrupted before the request).
+    pub signed_with: Option<Vec<String>>,
 }
 
 /// Which events a ledger query selects.
@@ -157,6 +163,9 @@ pub struct ClaimedEndpoint {
     pub deleted: bool,
     /// A legacy webhook record: the delivery is sent unsigned.
     pub legacy: bool,
+    /// Retired secrets still in their grace period (sealed), newest first: deliveries are
+    /// signed with these too.
+    pub retired_secrets: Vec<Vec<u8>>,
 }
 
 /// A delivery claimed for one attempt.

@@ -86,6 +86,11 @@ pub struct AttemptOut {
     pub error_message: Option<String>,
     /// The first KiB of the response body.
     pub response_body_excerpt: Option<String>,
+    /// Which secrets signed the request, by their non-secret ids (`sec_` + 12 hex digits of
+    /// the SHA-256 of the secret; compute it to tell which of yours it was): the current one
+    /// first, then any still in a rotation's grace period. `null` when the request was not
+    /// signed (legacy records) or not made.
+    pub signed_with: Option<Vec<String>>,
 }
 
 impl From<AttemptRecord> for AttemptOut {
@@ -99,6 +104,7 @@ impl From<AttemptRecord> for AttemptOut {
             error_code: a.error_code,
             error_message: a.error_message,
             response_body_excerpt: a.response_body_excerpt,
+            signed_with: a.signed_with,
         }
     }
 }

@@ -138,6 +138,7 @@ pub fn router() -> Router<AppState> {
         EndpointOut,
         EndpointStatus,
         CreateEndpointBody,
+        secrets::RotateSecretBody,
         UpdateEndpointBody,
         TestOut,
         DeliveryOut,

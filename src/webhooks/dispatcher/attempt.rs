@@ -44,23 +44,29 @@ impl Dispatcher {
             }
         };
         // A legacy webhook record has no secret: its deliveries are unsigned (specification
-        // 6.3.3; see docs/legacy.md).
-        let secret = match endpoint.legacy {
-            true => None,
-            false => match self
-                .secrets
-                .open(&endpoint.sealed_secret, AAD_SIGNING_SECRET)
-            {
-                Ok(s) => Some(String::from_utf8_lossy(&s).into_owned()),
-                Err(e) => {
-                    tracing::error!(endpoint_uuid = %endpoint.uuid, error = %e, "cannot open a signing secret");
-                    return AttemptResult::error(
-                        "secret_unavailable",
-                        "The endpoint's signing secret could not be read; the attempt was not made."
-                            .into(),
-                    );
+        // 6.3.3; see docs/legacy.md). Otherwise: the current secret, then the retired ones still
+        // in their grace period.
+        let secrets = match endpoint.legacy {
+            true => Vec::new(),
+            false => {
+                let mut secrets = Vec::with_capacity(1 + endpoint.retired_secrets.len());
+                for sealed in
+                    std::iter::once(&endpoint.sealed_secret).chain(endpoint.retired_secrets.iter())
+                {
+                    match self.secrets.open(sealed, AAD_SIGNING_SECRET) {
+                        Ok(s) => secrets.push(String::from_utf8_lossy(&s).into_owned()),
+                        Err(e) => {
+                            tracing::error!(endpoint_uuid = %endpoint.uuid, error = %e, "cannot open a signing secret");
+                            return AttemptResult::error(
+                                "secret_unavailable",
+                                "The endpoint's signing secret could not be read; the attempt was not made."
+                                    .into(),
+                            );
+                        }
+                    }
                 }
-            },
+                secrets
+            }
         };
         let body = match serde_json::to_vec(&d.event.envelope()) {
             Ok(b) => b,
@@ -81,20 +87,27 @@ impl Dispatcher {
             .header("X-Switchboard-Event", d.event.name.as_str())
             .header("X-Switchboard-Delivery", d.uuid.to_string())
             .header("X-Switchboard-Attempt", d.attempt.to_string());
-        if let Some(secret) = &secret {
+        let mut signed_with = None;
+        if !secrets.is_empty() {
+            let id = d.uuid.to_string();
+            let signatures = signing::sign_all(&secrets, &id, timestamp, &body);
+            let timestamp = timestamp.to_string();
             req = req
-                .header("X-Switchboard-Timestamp", timestamp.to_string())
-                .header(
-                    "X-Switchboard-Signature",
-                    signing::signature_header(secret, timestamp, &body),
-                );
+                .header("X-Switchboard-Timestamp", timestamp.as_str())
+                .header("X-Switchboard-Signature", signatures.switchboard)
+                .header("webhook-id", id)
+                .header("webhook-timestamp", timestamp)
+                .header("webhook-signature", signatures.standard);
+            signed_with = Some(signatures.secret_ids);
         }
         let req = req.body(body);
 
         let deadline = tokio::time::Instant::now() + self.timeout;
         let mut resp = match tokio::time::timeout_at(deadline, req.send()).await {
-            Err(_) => return AttemptResult::timeout(self.timeout),
-            Ok(Err(e)) => return AttemptResult::from_transport(&e, self.timeout),
+            Err(_) => return AttemptResult::timeout(self.timeout).signed(signed_with),
+            Ok(Err(e)) => {
+                return AttemptResult::from_transport(&e, self.timeout).signed(signed_with);
+            }
             Ok(Ok(r)) => r,
         };
         let status = resp.status();
@@ -140,6 +153,7 @@ impl Dispatcher {
             error_message: message,
             excerpt,
             retry_after,
+            signed_with,
         }
     }
 }
@@ -178,6 +192,8 @@ pub(super) struct AttemptResult {
     pub(super) error_message: Option<String>,
     pub(super) excerpt: Option<String>,
     pub(super) retry_after: Option<Duration>,
+    /// The secret ids that signed the request (`None`: not signed, or not sent).
+    pub(super) signed_with: Option<Vec<String>>,
 }
 
 impl AttemptResult {
@@ -188,7 +204,13 @@ impl AttemptResult {
             error_message: Some(message),
             excerpt: None,
             retry_after: None,
+            signed_with: None,
         }
+    }
+
+    fn signed(mut self, signed_with: Option<Vec<String>>) -> Self {
+        self.signed_with = signed_with;
+        self
     }
 
     fn timeout(limit: Duration) -> Self {

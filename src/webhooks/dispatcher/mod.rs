@@ -310,6 +310,7 @@ impl Dispatcher {
                             .into(),
                     ),
                     response_body_excerpt: None,
+                    signed_with: None,
                 },
                 Disposition::Interrupted(now),
             ),
@@ -340,6 +341,7 @@ impl Dispatcher {
                         error_code: r.error_code.map(str::to_owned),
                         error_message: r.error_message,
                         response_body_excerpt: r.excerpt,
+                        signed_with: r.signed_with,
                     },
                     disposition,
                 )

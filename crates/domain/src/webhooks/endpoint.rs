@@ -111,7 +111,14 @@ const FORBIDDEN_HEADERS: &[&str] = &[
 ];
 
 /// Header name prefixes an endpoint may not use.
-const FORBIDDEN_PREFIXES: &[&str] = &["content-", "proxy-", "x-switchboard-", "sec-", ":"];
+const FORBIDDEN_PREFIXES: &[&str] = &[
+    "content-",
+    "proxy-",
+    "x-switchboard-",
+    "webhook-",
+    "sec-",
+    ":",
+];
 
 fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
@@ -130,7 +137,7 @@ pub fn check_header(name: &str, value: &str) -> Result<(), String> {
         || FORBIDDEN_PREFIXES.iter().any(|p| lower.starts_with(p))
     {
         return Err(format!(
-            "`{name}` cannot be set: authorization, cookie, host, content, transport and X-Switchboard-* headers are reserved"
+            "`{name}` cannot be set: authorization, cookie, host, content, transport, X-Switchboard-* and webhook-* (Standard Webhooks) headers are reserved"
         ));
     }
     if value.len() > MAX_HEADER_VALUE_LEN {

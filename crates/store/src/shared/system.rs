@@ -21,6 +21,12 @@ const SEALED_COLUMNS: &[(&str, &str, &str, &[u8])] = &[
         "signing_secret",
         switchboard_domain::sealed::AAD_SIGNING_SECRET,
     ),
+    (
+        "webhook_endpoint_secrets",
+        "id",
+        "signing_secret",
+        switchboard_domain::sealed::AAD_SIGNING_SECRET,
+    ),
 ];
 
 /// Bumps the configuration generation inside a transaction that changes keys or channels.

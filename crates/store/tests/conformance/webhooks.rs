@@ -100,6 +100,7 @@ fn attempt(number: i64, at: i64, status: Option<i64>, code: Option<&str>) -> Att
         error_code: code.map(str::to_owned),
         error_message: code.map(|c| format!("failed: {c}")),
         response_body_excerpt: Some("ok".into()),
+        signed_with: Some(vec!["sec_0123456789ab".into()]),
     }
 }
 

@@ -21,8 +21,8 @@ use switchboard_domain::webhooks::delivery::{self, EndpointHealth};
 async fn insert_attempt(conn: &mut Conn, delivery_id: i64, a: &AttemptRecord) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO webhook_attempts (delivery_id, number, url, started_at, duration_ms, response_status, error_code,
-                                       error_message, response_body_excerpt)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                                       error_message, response_body_excerpt, signed_with)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(delivery_id)
     .bind(a.number)
@@ -33,9 +33,17 @@ async fn insert_attempt(conn: &mut Conn, delivery_id: i64, a: &AttemptRecord) ->
     .bind(&a.error_code)
     .bind(&a.error_message)
     .bind(&a.response_body_excerpt)
+    .bind(signed_with_text(a))
     .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+/// The `signed_with` column: a JSON array of secret ids, or NULL.
+fn signed_with_text(a: &AttemptRecord) -> Option<String> {
+    a.signed_with
+        .as_ref()
+        .map(|ids| serde_json::to_string(ids).unwrap_or_default())
 }
 
 #[derive(sqlx::FromRow)]
@@ -207,7 +215,7 @@ async fn record_successes(
         }
         let mut qb = QueryBuilder::<Db>::new(
             "INSERT INTO webhook_attempts (delivery_id, number, url, started_at, duration_ms, response_status,
-                                           error_code, error_message, response_body_excerpt) ",
+                                           error_code, error_message, response_body_excerpt, signed_with) ",
         );
         qb.push_values(&kept, |mut row, &i| {
             let (id, a) = (outcomes[i].delivery_id, &outcomes[i].attempt);
@@ -219,7 +227,8 @@ async fn record_successes(
                 .push_bind(a.response_status)
                 .push_bind(a.error_code.clone())
                 .push_bind(a.error_message.clone())
-                .push_bind(a.response_body_excerpt.clone());
+                .push_bind(a.response_body_excerpt.clone())
+                .push_bind(signed_with_text(a));
         });
         qb.build().execute(&mut *conn).await?;
         recorded.extend(kept);
@@ -377,6 +386,7 @@ impl DeliveryStore for Backend {
                             .into(),
                     ),
                     response_body_excerpt: None,
+                    signed_with: None,
                 },
             )
             .await?;
@@ -410,6 +420,26 @@ impl DeliveryStore for Backend {
         push_in_list(&mut qb, &ids);
         qb.push(" ORDER BY d.id");
         let rows: Vec<ClaimRow> = qb.build_query_as().fetch_all(&mut *tx).await?;
+        // Retired secrets still in their grace period, for the endpoints of this batch.
+        let endpoint_ids: Vec<i64> = rows
+            .iter()
+            .filter_map(|r| r.ep_id)
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let mut retired: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
+        if !endpoint_ids.is_empty() {
+            let mut qb = QueryBuilder::<Db>::new(
+                "SELECT endpoint_id, signing_secret FROM webhook_endpoint_secrets WHERE expires_at > ",
+            );
+            qb.push_bind(req.now).push(" AND endpoint_id");
+            push_in_list(&mut qb, &endpoint_ids);
+            qb.push(" ORDER BY expires_at DESC, id DESC");
+            let secrets: Vec<(i64, Vec<u8>)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+            for (endpoint_id, sealed) in secrets {
+                retired.entry(endpoint_id).or_default().push(sealed);
+            }
+        }
         tx.commit(Effects::none()).await?;
 
         rows.into_iter()
@@ -424,6 +454,7 @@ impl DeliveryStore for Backend {
                         status: endpoint_status(&status)?,
                         deleted: r.ep_deleted_at.is_some(),
                         legacy: r.ep_legacy.unwrap_or(false),
+                        retired_secrets: retired.remove(&id).unwrap_or_default(),
                     }),
                     _ => None,
                 };

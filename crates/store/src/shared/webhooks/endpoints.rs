@@ -217,7 +217,30 @@ impl EndpointStore for Backend {
             status,
             disabled_reason,
             sealed_secret,
+            retire_secret_until,
         } = patch;
+        if let (Some(_), Some(until)) = (&sealed_secret, retire_secret_until) {
+            if until > now && !old.sealed_secret.is_empty() {
+                sqlx::query(
+                    "INSERT INTO webhook_endpoint_secrets (endpoint_id, signing_secret, expires_at) VALUES ($1, $2, $3)",
+                )
+                .bind(old.id)
+                .bind(&old.sealed_secret)
+                .bind(until)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        if sealed_secret.is_some() {
+            // Secrets whose grace period is over are never used again: erase them.
+            sqlx::query(
+                "DELETE FROM webhook_endpoint_secrets WHERE endpoint_id = $1 AND expires_at <= $2",
+            )
+            .bind(old.id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
         let name = name.unwrap_or_else(|| old.name.clone());
         let url = url.unwrap_or_else(|| old.url.clone());
         let events = events.unwrap_or_else(|| old.events.clone());
@@ -296,6 +319,10 @@ impl EndpointStore for Backend {
             .fetch_one(&mut *tx)
             .await?;
         let old = fetch_endpoint(&mut tx, org_id, uuid).await?;
+        sqlx::query("DELETE FROM webhook_endpoint_secrets WHERE endpoint_id = $1")
+            .bind(old.id)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
             "UPDATE webhook_endpoints SET deleted_at = $1, updated_at = $2, status = 'disabled',
                     disabled_reason = 'deleted', signing_secret = $3

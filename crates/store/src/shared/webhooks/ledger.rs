@@ -93,6 +93,7 @@ struct AttemptRow {
     error_code: Option<String>,
     error_message: Option<String>,
     response_body_excerpt: Option<String>,
+    signed_with: Option<String>,
 }
 
 #[async_trait]
@@ -152,7 +153,8 @@ impl LedgerStore for Backend {
         let mut conn = self.reader().acquire().await?;
         let d = fetch_delivery(&mut conn, org_id, uuid).await?;
         let attempts: Vec<AttemptRow> = sqlx::query_as(
-            "SELECT number, url, started_at, duration_ms, response_status, error_code, error_message, response_body_excerpt
+            "SELECT number, url, started_at, duration_ms, response_status, error_code, error_message, response_body_excerpt,
+                    signed_with
              FROM webhook_attempts WHERE delivery_id = $1 ORDER BY number, id",
         )
         .bind(d.id)
@@ -189,6 +191,7 @@ impl LedgerStore for Backend {
                 error_code: a.error_code,
                 error_message: a.error_message,
                 response_body_excerpt: a.response_body_excerpt,
+                signed_with: a.signed_with.and_then(|t| serde_json::from_str(&t).ok()),
             })
             .collect();
         Ok((d, attempts, event))
