@@ -207,6 +207,7 @@ async fn main() -> anyhow::Result<()> {
                 events: vec!["integration.test".into(), "security.*".into()],
                 headers: Default::default(),
                 status: None,
+                ordering: None,
             },
             Actor::Admin,
         )

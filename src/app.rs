@@ -125,6 +125,7 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         None => RateLimiter::local(rt.clock.clone()),
     };
     let config_cache = Arc::new(crate::cache::ConfigCache::default());
+    let recovery_wake = Arc::new(tokio::sync::Notify::new());
     let state = AppState::new(AppInner {
         config: rt.config.clone(),
         store: rt.store.clone(),
@@ -136,6 +137,7 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         providers: crate::providers::ProviderHub::new(rt.config.provider_timeout),
         metrics: crate::telemetry::metrics_handle(),
         webhook_lookup: crate::webhooks::url_safety::system_lookup(),
+        recovery_wake: recovery_wake.clone(),
     });
 
     if demo {
@@ -157,6 +159,14 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         cache: config_cache.clone(),
     };
     tasks.spawn(campaigns.run(shutdown.clone()));
+    let recoveries = crate::webhooks::recovery::RecoveryWorker {
+        store: rt.store.clone(),
+        clock: rt.clock.clone(),
+        page_size: i64::from(rt.config.recovery_page_size),
+        poll_interval: rt.config.webhook_poll_interval,
+        wake: recovery_wake,
+    };
+    tasks.spawn(recoveries.run(shutdown.clone()));
     tasks.spawn(crate::cache::run_poller(
         config_cache,
         rt.store.clone(),

@@ -106,6 +106,9 @@ pub enum CryptoError {
 #[derive(Clone)]
 pub struct SecretBox {
     cipher: XChaCha20Poly1305,
+    /// A key derived from the master key for signing list cursors (HMAC-SHA256 of the master
+    /// key over a fixed label), so that a cursor cannot be altered or moved to another list.
+    cursor_key: [u8; 32],
 }
 
 impl fmt::Debug for SecretBox {
@@ -116,9 +119,19 @@ impl fmt::Debug for SecretBox {
 
 impl SecretBox {
     pub fn new(key: &MasterKey) -> Self {
+        use hmac::{Hmac, Mac};
+        let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&key.0)
+            .expect("HMAC accepts keys of any length");
+        mac.update(b"switchboard.cursor_signing_key.v1");
         SecretBox {
             cipher: XChaCha20Poly1305::new((&key.0).into()),
+            cursor_key: mac.finalize().into_bytes().into(),
         }
+    }
+
+    /// The key list cursors are signed with (see `http::cursor`).
+    pub fn cursor_key(&self) -> &[u8; 32] {
+        &self.cursor_key
     }
 
     pub fn seal(&self, plaintext: &[u8], aad: &[u8]) -> Vec<u8> {

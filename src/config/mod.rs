@@ -62,6 +62,7 @@ pub struct Config {
     pub webhook_concurrency: usize,
     pub webhook_endpoint_concurrency: usize,
     pub webhook_poll_interval: Duration,
+    pub recovery_page_size: u32,
     pub rate_limits: RateLimits,
     pub rate_limit_overrides: BTreeMap<i64, RateLimits>,
     pub delivery_retention: Duration,
@@ -195,6 +196,7 @@ impl Config {
                 Duration::from_millis(10),
                 Duration::from_secs(60),
             )?,
+            recovery_page_size: src.number("recovery_page_size", 1, 10_000)?,
             rate_limits,
             rate_limit_overrides,
             delivery_retention: src.duration(

@@ -65,6 +65,11 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "how often the dispatcher looks for due deliveries when nothing woke it (deliveries written by other processes on SQLite)",
     },
     Setting {
+        name: "recovery_page_size",
+        default: "500",
+        meaning: "events a recovery walks per transaction (each page also records its progress)",
+    },
+    Setting {
         name: "rate_limit_reads",
         default: "120",
         meaning: "authenticated reads per credential per minute",

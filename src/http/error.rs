@@ -88,6 +88,12 @@ impl ApiError {
             .with_details(json!({ "param": param }))
     }
 
+    /// A cursor that was altered, or issued by another list or with other filters.
+    pub fn invalid_cursor(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_cursor", message)
+            .with_details(json!({ "param": "cursor" }))
+    }
+
     pub fn idempotency_key_missing() -> Self {
         Self::new(
             StatusCode::BAD_REQUEST,

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod channels;
+pub mod cursor;
 pub mod deadline;
 pub mod error;
 pub mod events;

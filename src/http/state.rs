@@ -30,6 +30,8 @@ pub struct AppInner {
     pub providers: crate::providers::ProviderHub,
     /// The DNS look-up used to check webhook endpoint URLs on create and update.
     pub webhook_lookup: crate::webhooks::url_safety::Lookup,
+    /// Wakes this process's recovery worker when a recovery is started.
+    pub recovery_wake: Arc<tokio::sync::Notify>,
     /// Renders `/metrics`.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }

@@ -41,7 +41,7 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// The event of a campaign: `campaign.scheduled` and `campaign.started` when it is created,
 /// `campaign.completed` or `campaign.failed` when its last recipient is done.
-fn campaign_event(name: &str, c: &CampaignRecord) -> NewEvent {
+pub(crate) fn campaign_event(name: &str, c: &CampaignRecord) -> NewEvent {
     NewEvent::new(
         c.org_id,
         name,

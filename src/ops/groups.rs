@@ -14,7 +14,7 @@ use switchboard_store::legacy::{GroupRecord, MembershipOutcome};
 use switchboard_store::{Store, StoreError};
 
 /// `name` for a group, with `extra` members in its data.
-fn group_event(g: &GroupRecord, name: &str, extra: Value, now: Timestamp) -> NewEvent {
+pub(crate) fn group_event(g: &GroupRecord, name: &str, extra: Value, now: Timestamp) -> NewEvent {
     let mut data = json!({ "group_uuid": g.uuid, "group": GroupOut::from(g) });
     if let (Some(d), Value::Object(extra)) = (data.as_object_mut(), extra) {
         d.extend(extra);

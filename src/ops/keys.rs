@@ -28,7 +28,7 @@ pub struct CreatedKey {
     pub token: String,
 }
 
-fn key_data(k: &ApiKeyRecord) -> serde_json::Value {
+pub(crate) fn key_data(k: &ApiKeyRecord) -> serde_json::Value {
     json!({
         "api_key_id": k.id,
         "prefix": k.prefix,

@@ -17,7 +17,7 @@ use switchboard_domain::contact::Contact;
 use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_store::{BatchChange, MessageRecord, RecordedOutbound};
 
-fn message_data(m: &MessageRecord) -> Value {
+pub(crate) fn message_data(m: &MessageRecord) -> Value {
     json!({
         "message_id": m.id,
         "message_uuid": m.uuid,

@@ -10,6 +10,8 @@ pub mod keys;
 pub mod message_events;
 pub mod orgs;
 pub mod receiving;
+pub mod recovery;
+pub mod samples;
 pub mod sending;
 pub mod templates;
 pub mod users;

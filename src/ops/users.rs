@@ -61,7 +61,7 @@ fn log_entry(
     )
 }
 
-fn webhook(m: &Member, name: &str, mut data: Value, now: Timestamp) -> NewEvent {
+pub(crate) fn webhook(m: &Member, name: &str, mut data: Value, now: Timestamp) -> NewEvent {
     data["user_uuid"] = json!(m.user.uuid);
     data["email"] = json!(m.user.email);
     data["role"] = json!(m.role);

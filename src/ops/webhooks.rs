@@ -14,7 +14,8 @@ use crate::webhooks::url_safety::{self, Lookup, Policy, UrlError};
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::clock::Clock;
 use switchboard_domain::event::{Actor, Effects};
-use switchboard_domain::webhooks::endpoint::{self, EndpointStatus};
+use switchboard_domain::webhooks::catalogue;
+use switchboard_domain::webhooks::endpoint::{self, EndpointOrdering, EndpointStatus};
 use switchboard_domain::webhooks::events as wh_events;
 use switchboard_domain::webhooks::signing;
 use switchboard_store::webhooks::{
@@ -44,6 +45,8 @@ pub enum WebhookError {
     NotFound(&'static str),
     /// The delivery's endpoint was deleted (409 `endpoint_deleted`).
     EndpointDeleted,
+    /// The endpoint is disabled: re-enable it first (422 `endpoint_disabled`).
+    EndpointDisabled,
     Store(StoreError),
 }
 
@@ -65,6 +68,7 @@ pub struct CreateEndpoint {
     pub events: Vec<String>,
     pub headers: BTreeMap<String, String>,
     pub status: Option<EndpointStatus>,
+    pub ordering: Option<EndpointOrdering>,
 }
 
 /// A change: `None` leaves a field as it is.
@@ -75,6 +79,7 @@ pub struct UpdateEndpoint {
     pub events: Option<Vec<String>>,
     pub headers: Option<BTreeMap<String, String>>,
     pub status: Option<EndpointStatus>,
+    pub ordering: Option<EndpointOrdering>,
 }
 
 /// Collects field problems and URL safety into one result.
@@ -264,6 +269,7 @@ pub async fn create_endpoint(
                 status,
                 now,
                 legacy: false,
+                ordering: input.ordering.unwrap_or_default(),
             },
             Box::new(move |e| created_effects(e, actor, now)),
         )
@@ -309,6 +315,7 @@ pub async fn update_endpoint(
                 disabled_reason: None,
                 sealed_secret: None,
                 retire_secret_until: None,
+                ordering: input.ordering,
             },
             now,
             Box::new(move |(old, new)| update_effects(old, new, actor, now)),
@@ -458,10 +465,46 @@ pub async fn rotate_secret(
     Ok((record, secret))
 }
 
-/// Sends an `integration.test` event to this endpoint alone. Returns (delivery, event) ids.
-pub async fn send_test(deps: &Deps<'_>, org_id: i64, uuid: Uuid) -> WebhookResult<(Uuid, Uuid)> {
+/// Sends a test event to this endpoint alone, whatever its subscriptions: `integration.test`,
+/// or with `event` a sample of that event (one this deployment emits; otherwise a 422 on
+/// `event`), marked `metadata.test: true`. Returns (delivery, event) ids.
+pub async fn send_test(
+    deps: &Deps<'_>,
+    org_id: i64,
+    uuid: Uuid,
+    event: Option<&str>,
+) -> WebhookResult<(Uuid, Uuid)> {
+    let name = event.unwrap_or(catalogue::INTEGRATION_TEST);
+    if !catalogue::is_emitted(name) {
+        let issue = if catalogue::is_event(name) {
+            "this deployment never emits this event (GET /webhook-events says which it emits)"
+                .to_owned()
+        } else {
+            "is not an event of the catalogue (GET /webhook-events)".to_owned()
+        };
+        let mut errors = ValidationErrors::new();
+        errors.add("event", issue);
+        return Err(WebhookError::Validation(errors));
+    }
     let endpoint = get_endpoint(deps, org_id, uuid, Kind::Endpoint).await?;
-    let event = wh_events::test_event(org_id, endpoint.uuid, &endpoint.name, deps.clock.now());
+    let channel = deps
+        .store
+        .list_channels(org_id)
+        .await?
+        .into_iter()
+        .find(|c| c.is_default)
+        .map(|c| c.identity());
+    let cx = super::samples::SampleContext {
+        org_id,
+        endpoint_uuid: endpoint.uuid,
+        endpoint_name: &endpoint.name,
+        endpoint_url: &endpoint.url,
+        channel,
+        now: deps.clock.now(),
+    };
+    let Some(event) = super::samples::sample_event(name, &cx) else {
+        return Err(WebhookError::NotFound("The event's sample"));
+    };
     let event_id = event.uuid;
     let delivery_id = deps
         .store
@@ -518,6 +561,7 @@ pub async fn create_legacy_record(
                 status: EndpointStatus::Active,
                 now,
                 legacy: true,
+                ordering: EndpointOrdering::None,
             },
             Box::new(move |e| created_effects(e, actor, now)),
         )

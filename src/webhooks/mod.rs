@@ -4,4 +4,5 @@
 
 pub mod dispatcher;
 pub mod purge;
+pub mod recovery;
 pub mod url_safety;

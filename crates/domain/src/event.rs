@@ -27,6 +27,9 @@ pub struct NewEvent {
     /// The channel context, `None` when the event has none.
     pub channel: Option<ChannelIdentity>,
     pub occurred_at: Timestamp,
+    /// A sample sent by `POST .../test`: delivered to one endpoint only, never in the event
+    /// feed, and marked `metadata.test: true` in its envelope.
+    pub test: bool,
 }
 
 impl NewEvent {
@@ -44,19 +47,36 @@ impl NewEvent {
             data,
             channel,
             occurred_at: now,
+            test: false,
         }
+    }
+
+    /// This event as a test sample (see [`NewEvent::test`]).
+    pub fn as_test(mut self) -> Self {
+        self.test = true;
+        self
     }
 
     /// The envelope of specification 2.11 for this event.
     pub fn envelope(&self) -> Value {
-        envelope(
+        let mut v = envelope(
             self.uuid,
             self.org_id,
             &self.name,
             &self.data,
             self.channel.as_ref(),
             self.occurred_at,
-        )
+        );
+        if self.test {
+            v["metadata"]["test"] = Value::Bool(true);
+        }
+        v
+    }
+
+    /// The envelope as the exact bytes that every delivery of the event sends and the event
+    /// feed serves (written once, with the event).
+    pub fn envelope_text(&self) -> String {
+        self.envelope().to_string()
     }
 }
 
@@ -224,6 +244,7 @@ impl OrgEvent {
             }),
             channel: None,
             occurred_at: self.created_at,
+            test: false,
         }
     }
 }

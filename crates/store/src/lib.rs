@@ -35,6 +35,7 @@ pub mod messaging;
 pub mod org_data;
 pub mod page;
 mod postgres;
+pub mod recovery;
 mod sqlite;
 pub mod templates;
 #[cfg(any(test, feature = "testing"))]
@@ -53,6 +54,7 @@ pub use flows::FlowStore;
 pub use groups::GroupStore;
 pub use messaging::*;
 pub use postgres::PgStore;
+pub use recovery::RecoveryStore;
 pub use sqlite::SqliteStore;
 pub use templates::{
     ConsentContext, ConsentRecord, NewConsent, NewTemplate, ProviderTemplateStatus, TemplateChange,
@@ -128,15 +130,29 @@ impl From<sqlx::Error> for StoreError {
 }
 
 /// Signals between the store and the background workers of this process.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Hooks {
     outbox: Arc<tokio::sync::Notify>,
+    /// Counts this process's commits that wrote outbox events (and, on PostgreSQL, other
+    /// instances' that wrote deliveries): what event streams wait on.
+    events: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Hooks {
+            outbox: Arc::default(),
+            events: Arc::new(tokio::sync::watch::Sender::new(0)),
+        }
+    }
 }
 
 impl Hooks {
-    /// Called after a transaction that wrote outbox events commits: wakes the dispatcher.
+    /// Called after a transaction that wrote outbox events commits: wakes the dispatcher and
+    /// the event streams.
     pub fn outbox_written(&self) {
         self.outbox.notify_one();
+        self.events.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 
@@ -270,6 +286,10 @@ pub trait SystemStore: Send + Sync {
     /// The dispatcher's wake-ups (see [`Wakeups`]): this process's commits that wrote outbox
     /// events and, on PostgreSQL, every instance's commits that wrote deliveries.
     fn wakeups(&self) -> Wakeups;
+    /// Changes whenever events may have been written (this process's commits of outbox
+    /// events; on PostgreSQL also other instances' commits that wrote deliveries, while a
+    /// [`Wakeups`] is alive). Event streams wait on it, and poll as well.
+    fn event_signal(&self) -> tokio::sync::watch::Receiver<u64>;
     /// Re-encrypts every stored secret with `reseal` (sealed value, associated data) and
     /// replaces the setting `check_key` with `new_check`, in one transaction. Returns the
     /// number of secrets re-encrypted. Any failure changes nothing.
@@ -579,6 +599,7 @@ pub trait Store:
     + EndpointStore
     + DeliveryStore
     + LedgerStore
+    + RecoveryStore
     + TemplateStore
     + GroupStore
     + CannedReplyStore
@@ -602,6 +623,7 @@ impl<T> Store for T where
         + EndpointStore
         + DeliveryStore
         + LedgerStore
+        + RecoveryStore
         + TemplateStore
         + GroupStore
         + CannedReplyStore

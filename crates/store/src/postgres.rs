@@ -73,6 +73,7 @@ impl PgStore {
         let signal = self.hooks.outbox.clone();
         let pool = self.pool.clone();
         let wake = signal.clone();
+        let events = self.hooks.events.clone();
         let task = tokio::spawn(async move {
             let mut reconnect = false;
             loop {
@@ -90,6 +91,7 @@ impl PgStore {
                                     break;
                                 }
                                 wake.notify_one();
+                                events.send_modify(|n| *n = n.wrapping_add(1));
                             }
                         }
                         Err(e) => {
@@ -129,6 +131,26 @@ pub(super) mod dialect {
     pub const DELIVERIES_CHANNEL: &str = "switchboard_deliveries";
     /// Wakes the dispatchers of every instance (`LISTEN switchboard_deliveries`) on commit.
     pub const NOTIFY_DELIVERIES: &str = "SELECT pg_notify('switchboard_deliveries', '')";
+    /// The event feed, in (writing transaction, id) order, serving only events whose
+    /// transaction is older than the oldest one still running (the snapshot's xmin): an event
+    /// whose transaction has not committed yet is never passed, so a cursor never skips it.
+    /// Filters and the order follow.
+    pub const FEED_SELECT: &str = "SELECT feed_txid::text::bigint AS txid, id, envelope, uuid, org_id, name, data, channel, occurred_at
+         FROM events WHERE NOT test AND name <> 'integration.test'
+           AND feed_txid < pg_snapshot_xmin(pg_current_snapshot()) AND org_id = ";
+    pub const FEED_ORDER: &str = " ORDER BY feed_txid, id";
+
+    /// The feed's position condition: after (txid, id).
+    pub fn push_feed_after(
+        qb: &mut sqlx::QueryBuilder<'_, sqlx::Postgres>,
+        after: crate::recovery::FeedPosition,
+    ) {
+        qb.push(" AND (feed_txid, id) > (")
+            .push_bind(after.txid)
+            .push("::text::xid8, ")
+            .push_bind(after.id)
+            .push(")");
+    }
 }
 
 #[allow(clippy::duplicate_mod)]

@@ -112,6 +112,20 @@ pub(super) mod dialect {
     /// Wakes the dispatchers of other instances when deliveries are written (none on SQLite:
     /// they poll).
     pub const NOTIFY_DELIVERIES: &str = "";
+    /// The event feed: one writer, so ids are in commit order and the id is the position
+    /// (`$2` is the position's txid, always 0 here). Filters and the order follow.
+    pub const FEED_SELECT: &str =
+        "SELECT 0 AS txid, id, envelope, uuid, org_id, name, data, channel, occurred_at
+         FROM events WHERE test = 0 AND name <> 'integration.test' AND org_id = ";
+    pub const FEED_ORDER: &str = " ORDER BY id";
+
+    /// The feed's position condition.
+    pub fn push_feed_after(
+        qb: &mut sqlx::QueryBuilder<'_, sqlx::Sqlite>,
+        after: crate::recovery::FeedPosition,
+    ) {
+        qb.push(" AND id > ").push_bind(after.id);
+    }
 }
 
 #[allow(clippy::duplicate_mod)]

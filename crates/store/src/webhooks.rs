@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::NewEvent;
-use switchboard_domain::webhooks::endpoint::EndpointStatus;
+use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
 
 use super::{EffectsFn, StoreResult};
 
@@ -35,6 +35,7 @@ pub struct EndpointRecord {
     /// A legacy webhook record (`/api/webhooks`): no signing secret (`sealed_secret` is
     /// empty), deliveries unsigned, and a modern endpoint with the same URL takes precedence.
     pub legacy: bool,
+    pub ordering: EndpointOrdering,
 }
 
 #[derive(Clone, Debug)]
@@ -51,6 +52,7 @@ pub struct NewEndpoint {
     pub now: Timestamp,
     /// A legacy webhook record (see [`EndpointRecord::legacy`]).
     pub legacy: bool,
+    pub ordering: EndpointOrdering,
 }
 
 /// A change to an endpoint; `None` leaves a field as it is.
@@ -69,6 +71,7 @@ pub struct EndpointPatch {
     /// With a new secret: the current secret stays valid (deliveries are signed with it too)
     /// until this time; `None` drops it at once. Secrets already retired keep their own end.
     pub retire_secret_until: Option<Timestamp>,
+    pub ordering: Option<EndpointOrdering>,
 }
 
 /// A delivery as the ledger shows it.
@@ -92,6 +95,10 @@ pub struct DeliveryRecord {
     pub updated_at: Timestamp,
     /// Whether an attempt is under way.
     pub in_flight: bool,
+    /// How the delivery came to be: `event`, `manual`, `test` or `recovery`.
+    pub trigger: String,
+    /// The position in its contact's chain on an ordered endpoint (`X-Switchboard-Sequence`).
+    pub sequence: Option<i64>,
 }
 
 /// One attempt of a delivery.
@@ -179,6 +186,10 @@ pub struct ClaimedDelivery {
     /// The one-based number of the attempt to make now.
     pub attempt: i64,
     pub event: NewEvent,
+    /// The exact bytes of the event's envelope: the request body.
+    pub envelope: String,
+    /// `X-Switchboard-Sequence` on an ordered endpoint.
+    pub sequence: Option<i64>,
     /// `None` when the delivery has no endpoint target.
     pub endpoint: Option<ClaimedEndpoint>,
 }

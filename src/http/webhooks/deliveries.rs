@@ -49,6 +49,12 @@ pub struct DeliveryOut {
     pub delivered_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// How the delivery came to be: `event` (an event the endpoint subscribes to), `manual`
+    /// (retried by hand), `test` or `recovery`.
+    pub trigger: String,
+    /// On an ordered endpoint, its number in its contact's chain (`X-Switchboard-Sequence`);
+    /// `null` otherwise.
+    pub sequence: Option<i64>,
 }
 
 impl From<&DeliveryRecord> for DeliveryOut {
@@ -68,6 +74,8 @@ impl From<&DeliveryRecord> for DeliveryOut {
             delivered_at: d.delivered_at,
             created_at: d.created_at,
             updated_at: d.updated_at,
+            trigger: d.trigger.clone(),
+            sequence: d.sequence,
         }
     }
 }

@@ -10,14 +10,15 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Deserializer, Serialize};
 use uuid::Uuid;
 
-use crate::http::json::JsonBody;
+use crate::http::json::{JsonBody, OptionalJsonBody};
 use crate::http::pagination::{Cursor, Page, PageRequest};
 use crate::http::path::Path;
 use crate::http::query::QueryParams;
 use crate::ops::webhooks as ops;
 use switchboard_domain::Timestamp;
 use switchboard_domain::scope::Scope;
-use switchboard_domain::webhooks::endpoint::EndpointStatus;
+use switchboard_domain::webhooks::catalogue;
+use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
 use switchboard_store::webhooks::EndpointRecord;
 
 use super::{PageParams, deps, path_uuid};
@@ -45,9 +46,40 @@ pub struct EndpointOut {
     pub consecutive_failures: i64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
-    /// `whsec_` + 64 hex characters; only on create and rotate-secret.
+    /// `none` (default) or `per_contact`: each contact's deliveries in order, with
+    /// `X-Switchboard-Sequence` (docs/webhooks.md, "Ordered delivery").
+    pub ordering: EndpointOrdering,
+    /// `whsec_` + base64 of 32 random bytes; only on create and rotate-secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing_secret: Option<String>,
+    /// On create and update only, when there is something to say: e.g. `never_emitted` when
+    /// the subscriptions match only events this deployment never emits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warnings: Option<Vec<EndpointWarning>>,
+}
+
+/// A warning about an endpoint that was nevertheless created or changed.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct EndpointWarning {
+    /// `never_emitted`: the subscriptions match only events that this deployment never emits
+    /// (`GET /webhook-events` says which it emits); the endpoint will receive nothing but tests.
+    pub code: String,
+    /// The subscriptions the warning is about.
+    pub events: Vec<String>,
+}
+
+impl EndpointOut {
+    /// The endpoint as the answer of a create or an update: with its warnings.
+    pub fn with_warnings(e: &EndpointRecord) -> Self {
+        let mut out = EndpointOut::from(e);
+        out.warnings = catalogue::never_emitted(&e.events).map(|events| {
+            vec![EndpointWarning {
+                code: "never_emitted".into(),
+                events,
+            }]
+        });
+        out
+    }
 }
 
 impl From<&EndpointRecord> for EndpointOut {
@@ -64,7 +96,9 @@ impl From<&EndpointRecord> for EndpointOut {
             consecutive_failures: e.consecutive_failures,
             created_at: e.created_at,
             updated_at: e.updated_at,
+            ordering: e.ordering,
             signing_secret: None,
+            warnings: None,
         }
     }
 }
@@ -84,6 +118,9 @@ pub struct CreateEndpointBody {
     /// `active` (default) or `disabled`.
     #[serde(default)]
     pub status: Option<EndpointStatus>,
+    /// `none` (default) or `per_contact`.
+    #[serde(default)]
+    pub ordering: Option<EndpointOrdering>,
 }
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
@@ -114,6 +151,10 @@ pub struct UpdateEndpointBody {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<EndpointStatus>)]
     pub status: Option<Option<EndpointStatus>>,
+    /// `none` or `per_contact`; applies to deliveries written from now on.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<EndpointOrdering>)]
+    pub ordering: Option<Option<EndpointOrdering>>,
 }
 
 /// List the organization's endpoints, newest first.
@@ -196,11 +237,12 @@ pub async fn create_endpoint(
             events: body.events,
             headers: body.headers.unwrap_or_default(),
             status: body.status,
+            ordering: body.ordering,
         },
         principal.actor(),
     )
     .await?;
-    let mut out = EndpointOut::from(&record);
+    let mut out = EndpointOut::with_warnings(&record);
     out.signing_secret = Some(secret);
     Ok((StatusCode::CREATED, Json(out)).into_response())
 }
@@ -243,7 +285,8 @@ fn not_null<T>(
     }
 }
 
-/// Update an endpoint with any subset of `name`, `url`, `events`, `headers`, `status`.
+/// Update an endpoint with any subset of `name`, `url`, `events`, `headers`, `status`,
+/// `ordering`.
 #[utoipa::path(
     put,
     path = "/api/v1/integrations/webhook-endpoints/{uuid}",
@@ -274,6 +317,7 @@ pub async fn update_endpoint(
         events: not_null(body.events, "events", &mut errors),
         headers: body.headers.map(Option::unwrap_or_default),
         status: not_null(body.status, "status", &mut errors),
+        ordering: not_null(body.ordering, "ordering", &mut errors),
     };
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
@@ -286,7 +330,7 @@ pub async fn update_endpoint(
         principal.actor(),
     )
     .await?;
-    Ok(Json(EndpointOut::from(&e)))
+    Ok(Json(EndpointOut::with_warnings(&e)))
 }
 
 /// Delete an endpoint. It receives nothing more; its unfinished deliveries end `failed`
@@ -325,31 +369,47 @@ pub async fn delete_endpoint(
 pub struct TestOut {
     /// The delivery to follow in the ledger.
     pub delivery_id: Uuid,
-    /// The `integration.test` event (`metadata.event_id` of the envelope).
+    /// The test event (`metadata.event_id` of the envelope).
     pub event_id: Uuid,
 }
 
-/// Send an `integration.test` event to this endpoint alone (whatever its subscriptions, even
-/// when disabled). Limited to 10 per minute per key by default.
+/// Body of `POST .../test` (optional).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct TestBody {
+    /// A catalogue event this deployment emits (`emitted: true` in `GET /webhook-events`): the
+    /// endpoint receives a realistic sample of it, marked `metadata.test: true`. Default
+    /// `integration.test`.
+    #[schema(example = "message.sent")]
+    pub event: Option<String>,
+}
+
+/// Send a test event to this endpoint alone (whatever its subscriptions, even when
+/// disabled): `integration.test`, or a sample of any event this deployment emits. Limited to
+/// 10 per minute per key by default.
 #[utoipa::path(
     post,
     path = "/api/v1/integrations/webhook-endpoints/{uuid}/test",
     tag = "webhooks",
     security(("bearer" = ["webhooks:write"])),
     params(("uuid" = String, Path, description = "The endpoint's UUID.")),
+    request_body(content = Option<TestBody>, description = "Optional: which event to sample."),
     responses(
         (status = 202, description = "Queued for delivery.", body = TestOut),
         (status = 404, description = "No such endpoint in this organization.", body = ErrorBody),
+        (status = 422, description = "`event` is not an event this deployment emits.", body = ErrorBody),
     )
 )]
 pub async fn test_endpoint(
     State(state): State<AppState>,
     principal: Principal,
     Path(uuid): Path<String>,
+    body: Result<OptionalJsonBody<TestBody>, ApiError>,
 ) -> ApiResult<Response> {
     principal.require(Scope::WebhooksWrite)?;
+    let OptionalJsonBody(body) = body?;
     let uuid = path_uuid(&uuid, "The webhook endpoint")?;
-    let (delivery_id, event_id) = ops::send_test(&deps(&state), principal.org_id, uuid).await?;
+    let (delivery_id, event_id) =
+        ops::send_test(&deps(&state), principal.org_id, uuid, body.event.as_deref()).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(TestOut {

@@ -10,6 +10,8 @@
 pub mod deliveries;
 pub mod endpoints;
 pub mod events;
+pub mod feed;
+pub mod recovery;
 pub mod secrets;
 
 use axum::Router;
@@ -20,7 +22,6 @@ use uuid::Uuid;
 
 use crate::ops::webhooks::{Deps, WebhookError};
 use crate::webhooks::url_safety::Policy;
-use switchboard_domain::webhooks::catalogue::EventType;
 use switchboard_domain::webhooks::endpoint::EndpointStatus;
 use switchboard_store::webhooks::DeliveryStatus;
 
@@ -53,6 +54,10 @@ impl From<WebhookError> for ApiError {
                 StatusCode::CONFLICT,
                 "endpoint_deleted",
                 "The endpoint of this delivery has been deleted; it cannot be redelivered.",
+            ),
+            WebhookError::EndpointDisabled => ApiError::unprocessable(
+                "endpoint_disabled",
+                "The endpoint is disabled; re-enable it (PUT with \"status\": \"active\") and recover again.",
             ),
             WebhookError::Store(e) => e.into(),
         }
@@ -116,6 +121,20 @@ pub fn router() -> Router<AppState> {
             &format!("{BASE}/webhook-deliveries/{{delivery_id}}/retry"),
             post(retry_delivery),
         )
+        .route(
+            &format!("{BASE}/webhook-deliveries/retry"),
+            post(recovery::retry_deliveries),
+        )
+        .route(
+            &format!("{BASE}/webhook-endpoints/{{uuid}}/recover"),
+            post(recovery::recover),
+        )
+        .route(
+            &format!("{BASE}/webhook-endpoints/{{uuid}}/recoveries/{{recovery_id}}"),
+            get(recovery::get_recovery),
+        )
+        .route(&format!("{BASE}/event-feed"), get(feed::event_feed))
+        .route(&format!("{BASE}/event-stream"), get(feed::event_stream))
 }
 
 #[derive(utoipa::OpenApi)]
@@ -131,12 +150,24 @@ pub fn router() -> Router<AppState> {
         endpoints::test_endpoint,
         deliveries::list_deliveries,
         deliveries::get_delivery,
-        deliveries::retry_delivery
+        deliveries::retry_delivery,
+        recovery::recover,
+        recovery::get_recovery,
+        recovery::retry_deliveries,
+        feed::event_feed,
+        feed::event_stream
     ),
     components(schemas(
-        EventType,
+        events::EventTypeOut,
         EndpointOut,
         EndpointStatus,
+        switchboard_domain::webhooks::endpoint::EndpointOrdering,
+        endpoints::EndpointWarning,
+        endpoints::TestBody,
+        recovery::RecoverBody,
+        recovery::RecoveryOut,
+        recovery::BulkRetryBody,
+        recovery::BulkRetryOut,
         CreateEndpointBody,
         secrets::RotateSecretBody,
         UpdateEndpointBody,

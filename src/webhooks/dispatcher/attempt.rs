@@ -68,15 +68,8 @@ impl Dispatcher {
                 secrets
             }
         };
-        let body = match serde_json::to_vec(&d.event.envelope()) {
-            Ok(b) => b,
-            Err(e) => {
-                return AttemptResult::error(
-                    "internal_error",
-                    format!("cannot encode the event: {e}"),
-                );
-            }
-        };
+        // The exact envelope bytes written with the event (the feed serves the same bytes).
+        let body = d.envelope.clone().into_bytes();
         let timestamp = self.clock.now().unix_seconds();
         let mut req = self.client.post(url);
         for (name, value) in &endpoint.headers {
@@ -87,6 +80,9 @@ impl Dispatcher {
             .header("X-Switchboard-Event", d.event.name.as_str())
             .header("X-Switchboard-Delivery", d.uuid.to_string())
             .header("X-Switchboard-Attempt", d.attempt.to_string());
+        if let Some(sequence) = d.sequence {
+            req = req.header("X-Switchboard-Sequence", sequence.to_string());
+        }
         let mut signed_with = None;
         if !secrets.is_empty() {
             let id = d.uuid.to_string();

@@ -244,6 +244,48 @@ catalogue! {
     ],
 }
 
+/// The events this deployment emits (the others are in the catalogue for subscriptions, and
+/// for deployments whose other modules emit them). `GET /webhook-events` reports each entry's
+/// `emitted`, and an endpoint that subscribes to none of these gets a `never_emitted` warning.
+/// `tests/emitted_events.rs` checks this list against the code that writes events.
+pub const EMITTED: &[&str] = &[
+    "audit.recorded",
+    "campaign.completed",
+    "campaign.failed",
+    "campaign.scheduled",
+    "campaign.started",
+    "contact.created",
+    "contact.deleted",
+    "contact.updated",
+    "conversation.created",
+    "group.created",
+    "group.deleted",
+    "group.updated",
+    "integration.test",
+    "message.received",
+    "message.sent",
+    "message.status.update",
+    "security.api_key_created",
+    "security.api_key_revoked",
+    "team.member_added",
+    "team.member_removed",
+    "team.role_changed",
+    "webhook.delivery_failed",
+    "webhook.endpoint_disabled",
+];
+
+/// Whether this deployment ever emits `name`.
+pub fn is_emitted(name: &str) -> bool {
+    EMITTED.contains(&name)
+}
+
+/// When none of `patterns` matches an event this deployment emits: the patterns (for the
+/// `never_emitted` warning); `None` when at least one emitted event matches.
+pub fn never_emitted<S: AsRef<str>>(patterns: &[S]) -> Option<Vec<String>> {
+    let any = EMITTED.iter().any(|name| subscribed(patterns, name));
+    (!any).then(|| patterns.iter().map(|p| p.as_ref().to_owned()).collect())
+}
+
 /// Names used by the dispatcher and the test operation.
 pub const INTEGRATION_TEST: &str = "integration.test";
 pub const WEBHOOK_DELIVERY_FAILED: &str = "webhook.delivery_failed";
@@ -509,5 +551,30 @@ mod tests {
                 prop_assert!(!subscribed(&[&changed], event));
             }
         }
+    }
+
+    #[test]
+    fn every_emitted_event_is_in_the_catalogue() {
+        for name in EMITTED {
+            assert!(is_event(name), "{name}");
+        }
+        assert!(is_emitted("message.sent") && !is_emitted("commerce.order_created"));
+    }
+
+    #[test]
+    fn never_emitted_warns_only_when_nothing_emitted_matches() {
+        assert_eq!(never_emitted(&["message.*"]), None);
+        assert_eq!(never_emitted(&["*"]), None);
+        assert_eq!(
+            never_emitted(&["commerce.order_created", "message.sent"]),
+            None
+        );
+        assert_eq!(
+            never_emitted(&["commerce.order_created", "crm.*"]),
+            Some(vec![
+                "commerce.order_created".to_owned(),
+                "crm.*".to_owned()
+            ])
+        );
     }
 }

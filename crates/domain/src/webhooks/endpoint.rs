@@ -33,6 +33,50 @@ impl EndpointStatus {
     }
 }
 
+/// Whether an endpoint's deliveries keep each contact's order (CONVENTIONS "Ordered delivery").
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointOrdering {
+    /// Deliveries are attempted as they fall due, in parallel.
+    #[default]
+    None,
+    /// A delivery of an event about a contact (`data.contact_uuid`) waits until the earlier
+    /// deliveries of that contact to this endpoint have ended; each carries
+    /// `X-Switchboard-Sequence`.
+    PerContact,
+}
+
+impl EndpointOrdering {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EndpointOrdering::None => "none",
+            EndpointOrdering::PerContact => "per_contact",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(EndpointOrdering::None),
+            "per_contact" => Some(EndpointOrdering::PerContact),
+            _ => None,
+        }
+    }
+
+    /// The chain a delivery of an event with this `data` belongs to: the contact, on an
+    /// ordered endpoint; `None` (unordered) otherwise.
+    pub fn order_key(self, data: &serde_json::Value) -> Option<uuid::Uuid> {
+        match self {
+            EndpointOrdering::None => None,
+            EndpointOrdering::PerContact => data
+                .get("contact_uuid")
+                .and_then(serde_json::Value::as_str)
+                .and_then(|s| uuid::Uuid::parse_str(s).ok()),
+        }
+    }
+}
+
 pub const MAX_NAME_LEN: usize = 200;
 pub const MAX_EVENTS: usize = 200;
 pub const MAX_HEADERS: usize = 20;

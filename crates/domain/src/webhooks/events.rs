@@ -29,6 +29,7 @@ pub fn test_event(
         None,
         now,
     )
+    .as_test()
 }
 
 /// What `webhook.delivery_failed` reports about a delivery.

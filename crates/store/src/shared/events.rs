@@ -77,6 +77,7 @@ struct EventRow {
     data: Json<Value>,
     channel: Option<Json<ChannelIdentity>>,
     occurred_at: Timestamp,
+    test: bool,
 }
 
 #[derive(sqlx::FromRow)]
@@ -137,7 +138,7 @@ impl EventStore for Backend {
 
     async fn list_outbox_events(&self, org_id: i64, limit: i64) -> StoreResult<Vec<NewEvent>> {
         let rows: Vec<EventRow> = sqlx::query_as(
-            "SELECT uuid, org_id, name, data, channel, occurred_at FROM events WHERE org_id = $1 ORDER BY id LIMIT $2",
+            "SELECT uuid, org_id, name, data, channel, occurred_at, test FROM events WHERE org_id = $1 ORDER BY id LIMIT $2",
         )
         .bind(org_id)
         .bind(limit)
@@ -152,6 +153,7 @@ impl EventStore for Backend {
                 data: r.data.0,
                 channel: r.channel.map(|c| c.0),
                 occurred_at: r.occurred_at,
+                test: r.test,
             })
             .collect())
     }

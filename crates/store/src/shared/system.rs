@@ -92,6 +92,10 @@ impl SystemStore for Backend {
         self.start_wakeups()
     }
 
+    fn event_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.hooks.events.subscribe()
+    }
+
     async fn reseal_secrets(
         &self,
         reseal: &Reseal,

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::support::*;
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::{Actor, Effects, EventCategory, NewEvent, OrgEvent};
-use switchboard_domain::webhooks::endpoint::EndpointStatus;
+use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
 use switchboard_store::testing::TestStore;
 use switchboard_store::webhooks::*;
 use switchboard_store::{SharedStore, StoreError};
@@ -48,6 +48,7 @@ fn endpoint(org_id: i64, url: &str, events: &[&str]) -> NewEndpoint {
         status: EndpointStatus::Active,
         now: t(0),
         legacy: false,
+        ordering: EndpointOrdering::None,
     }
 }
 

@@ -75,6 +75,8 @@ struct ClaimRow {
     ep_status: Option<String>,
     ep_deleted_at: Option<Timestamp>,
     ep_legacy: Option<bool>,
+    envelope: Option<String>,
+    sequence: Option<i64>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -87,6 +89,7 @@ struct LeasedRow {
     event_name: String,
     attempts: i64,
     lease_token: Option<Uuid>,
+    order_key: Option<Uuid>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -411,7 +414,7 @@ impl DeliveryStore for Backend {
                     ev.name AS event_name, ev.data AS event_data, ev.channel AS event_channel, ev.occurred_at,
                     ep.id AS ep_id, ep.uuid AS ep_uuid, ep.url AS ep_url, ep.headers AS ep_headers,
                     ep.signing_secret AS ep_secret, ep.status AS ep_status, ep.deleted_at AS ep_deleted_at,
-                    ep.legacy AS ep_legacy
+                    ep.legacy AS ep_legacy, ev.envelope, d.sequence
              FROM webhook_deliveries d
              JOIN events ev ON ev.id = d.event_id
              LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
@@ -458,20 +461,26 @@ impl DeliveryStore for Backend {
                     }),
                     _ => None,
                 };
+                let event = NewEvent {
+                    uuid: r.event_uuid,
+                    org_id: r.event_org_id,
+                    name: r.event_name,
+                    data: r.event_data.0,
+                    channel: r.event_channel.map(|c| c.0),
+                    occurred_at: r.occurred_at,
+                    test: false,
+                };
+                // Events written before envelopes were kept have their envelope built now.
+                let envelope = r.envelope.unwrap_or_else(|| event.envelope_text());
                 Ok(ClaimedDelivery {
                     id: r.id,
                     token: req.token,
                     uuid: r.uuid,
                     org_id: r.org_id,
                     attempt: r.attempts,
-                    event: NewEvent {
-                        uuid: r.event_uuid,
-                        org_id: r.event_org_id,
-                        name: r.event_name,
-                        data: r.event_data.0,
-                        channel: r.event_channel.map(|c| c.0),
-                        occurred_at: r.occurred_at,
-                    },
+                    event,
+                    envelope,
+                    sequence: r.sequence,
                     endpoint,
                 })
             })
@@ -498,7 +507,8 @@ impl DeliveryStore for Backend {
         // The deliveries still held by these claims.
         let ids: Vec<i64> = outcomes.iter().map(|o| o.delivery_id).collect();
         let mut qb = QueryBuilder::<Db>::new(
-            "SELECT d.id, d.org_id, d.uuid, ev.uuid AS event_uuid, d.endpoint_id, d.event_name, d.attempts, d.lease_token
+            "SELECT d.id, d.org_id, d.uuid, ev.uuid AS event_uuid, d.endpoint_id, d.event_name, d.attempts, d.lease_token,
+                    d.order_key
              FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id WHERE d.id",
         );
         push_in_list(&mut qb, &ids);
@@ -521,6 +531,7 @@ impl DeliveryStore for Backend {
         // delivery and its attempt log: they are recorded together, in a few statements.
         let (fast, order) = split_plain_successes(&mut tx, &outcomes, &leased, order).await?;
         let mut endpoints: HashMap<i64, Option<EndpointHealth>> = HashMap::new();
+        let mut ended_chains: Vec<(i64, Uuid)> = Vec::new();
         for i in order {
             let o = &outcomes[i];
             let d = &leased[&o.delivery_id];
@@ -538,6 +549,13 @@ impl DeliveryStore for Backend {
             };
             let (recorded, effects) = record_one(&mut tx, o, d, endpoint).await?;
             tx.write_effects(&effects).await?;
+            if let (AttemptRecorded::Done { status, .. }, Some(e), Some(k)) =
+                (&recorded, d.endpoint_id, d.order_key)
+            {
+                if status.is_final() {
+                    ended_chains.push((e, k));
+                }
+            }
             results[i] = recorded;
         }
         for i in record_successes(&mut tx, &outcomes, &fast).await? {
@@ -545,6 +563,20 @@ impl DeliveryStore for Backend {
                 status: DeliveryStatus::Delivered,
                 endpoint_disabled: false,
             };
+            let d = &leased[&outcomes[i].delivery_id];
+            if let (Some(e), Some(k)) = (d.endpoint_id, d.order_key) {
+                ended_chains.push((e, k));
+            }
+        }
+        // The chains whose head ended: their next delivery becomes due (in a fixed order, as
+        // every transaction takes chain locks).
+        ended_chains.sort_unstable();
+        ended_chains.dedup();
+        let now = outcomes[0].now;
+        for (endpoint_id, key) in ended_chains {
+            if super::chains::release_next(&mut tx, endpoint_id, key, now).await? {
+                tx.deliveries_scheduled();
+            }
         }
         tx.commit(Effects::none()).await?;
         Ok(results)

@@ -8,20 +8,20 @@ use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::fan_out::{insert_delivery, insert_event_row};
+use super::fan_out::{NewDelivery, insert_delivery, insert_event_row};
 use super::{Backend, Conn, Db, dialect};
 use crate::webhooks::*;
 use crate::{EffectsFn, StoreError, StoreResult};
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_domain::webhooks::delivery::{self};
-use switchboard_domain::webhooks::endpoint::EndpointStatus;
+use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
 
 macro_rules! select_endpoints {
     ($rest:literal) => {
         concat!(
             "SELECT id, uuid, org_id, name, url, events, headers, signing_secret, status, disabled_reason,
-                    disabled_at, consecutive_failures, created_at, updated_at, legacy
+                    disabled_at, consecutive_failures, created_at, updated_at, legacy, ordering
              FROM webhook_endpoints ",
             $rest
         )
@@ -45,6 +45,7 @@ struct EndpointRow {
     created_at: Timestamp,
     updated_at: Timestamp,
     legacy: bool,
+    ordering: String,
 }
 
 pub(super) fn endpoint_status(s: &str) -> StoreResult<EndpointStatus> {
@@ -71,6 +72,7 @@ impl TryFrom<EndpointRow> for EndpointRecord {
             created_at: r.created_at,
             updated_at: r.updated_at,
             legacy: r.legacy,
+            ordering: EndpointOrdering::parse(&r.ordering).unwrap_or_default(),
         })
     }
 }
@@ -103,11 +105,17 @@ pub(super) async fn hold_deliveries(
     Ok(())
 }
 
-/// Schedules the held deliveries of a re-enabled endpoint now. Returns how many.
+/// Schedules the held deliveries of a re-enabled endpoint now (on an ordered endpoint, only
+/// the first unfinished delivery of each contact's chain: the rest follow in order). Returns
+/// how many.
 async fn resume_deliveries(conn: &mut Conn, endpoint_id: i64, now: Timestamp) -> StoreResult<u64> {
     let done = sqlx::query(
         "UPDATE webhook_deliveries SET due_at = $1, next_attempt_at = $2, updated_at = $3
-         WHERE endpoint_id = $4 AND status IN ('pending', 'retrying') AND due_at IS NULL",
+         WHERE endpoint_id = $4 AND status IN ('pending', 'retrying') AND due_at IS NULL
+           AND (order_key IS NULL OR NOT EXISTS (
+               SELECT 1 FROM webhook_deliveries p
+               WHERE p.endpoint_id = webhook_deliveries.endpoint_id AND p.order_key = webhook_deliveries.order_key
+                 AND p.status IN ('pending', 'retrying') AND p.sequence < webhook_deliveries.sequence))",
     )
     .bind(now)
     .bind(now)
@@ -129,8 +137,8 @@ impl EndpointStore for Backend {
         sqlx::query(
             "INSERT INTO webhook_endpoints (uuid, org_id, name, url, events, headers, signing_secret, status,
                                             disabled_reason, disabled_at, consecutive_failures, created_at, updated_at,
-                                            legacy)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13)",
+                                            legacy, ordering)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14)",
         )
         .bind(new.uuid)
         .bind(new.org_id)
@@ -145,6 +153,7 @@ impl EndpointStore for Backend {
         .bind(new.now)
         .bind(new.now)
         .bind(new.legacy)
+        .bind(new.ordering.as_str())
         .execute(&mut *tx)
         .await?;
         let record = fetch_endpoint(&mut tx, new.org_id, new.uuid).await?;
@@ -218,7 +227,9 @@ impl EndpointStore for Backend {
             disabled_reason,
             sealed_secret,
             retire_secret_until,
+            ordering,
         } = patch;
+        let ordering = ordering.unwrap_or(old.ordering);
         if let (Some(_), Some(until)) = (&sealed_secret, retire_secret_until) {
             if until > now && !old.sealed_secret.is_empty() {
                 sqlx::query(
@@ -268,14 +279,16 @@ impl EndpointStore for Backend {
             || events != old.events
             || headers != old.headers
             || secret != old.sealed_secret
+            || ordering != old.ordering
             || status != old.status
             || reason != old.disabled_reason
             || failures != old.consecutive_failures;
         let updated_at = if changed { now } else { old.updated_at };
         sqlx::query(
             "UPDATE webhook_endpoints SET name = $1, url = $2, events = $3, headers = $4, signing_secret = $5,
-                    status = $6, disabled_reason = $7, disabled_at = $8, consecutive_failures = $9, updated_at = $10
-             WHERE id = $11",
+                    status = $6, disabled_reason = $7, disabled_at = $8, consecutive_failures = $9, updated_at = $10,
+                    ordering = $11
+             WHERE id = $12",
         )
         .bind(&name)
         .bind(&url)
@@ -287,6 +300,7 @@ impl EndpointStore for Backend {
         .bind(disabled_at)
         .bind(failures)
         .bind(updated_at)
+        .bind(ordering.as_str())
         .bind(old.id)
         .execute(&mut *tx)
         .await?;
@@ -361,12 +375,17 @@ impl EndpointStore for Backend {
         let event_id = insert_event_row(&mut tx, &event).await?;
         insert_delivery(
             &mut tx,
-            delivery_uuid,
-            org_id,
-            event_id,
-            endpoint.id,
-            &event.name,
-            event.occurred_at,
+            &NewDelivery {
+                uuid: delivery_uuid,
+                org_id,
+                event_id,
+                endpoint_id: endpoint.id,
+                event_name: &event.name,
+                trigger: "test",
+                // A test is outside any chain: it never waits and never holds anything up.
+                order_key: None,
+                now: event.occurred_at,
+            },
         )
         .await?;
         tx.deliveries_scheduled();

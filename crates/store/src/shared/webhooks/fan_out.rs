@@ -12,6 +12,7 @@ use crate::StoreResult;
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::NewEvent;
 use switchboard_domain::webhooks::catalogue::{INTEGRATION_TEST, subscribed};
+use switchboard_domain::webhooks::endpoint::EndpointOrdering;
 
 /// An active endpoint, as the fan-out needs it.
 struct Target {
@@ -19,7 +20,11 @@ struct Target {
     uuid: Uuid,
     url: String,
     events: Vec<String>,
+    ordering: EndpointOrdering,
 }
+
+/// id, uuid, url, events, ordering.
+type TargetRow = (i64, Uuid, String, Json<Vec<String>>, String);
 
 /// The state of one `write_effects_tx` call: each organization's active endpoints are loaded
 /// once, and how many deliveries were written (to wake the dispatchers).
@@ -32,8 +37,8 @@ pub(crate) struct FanOut {
 impl FanOut {
     async fn targets(&mut self, conn: &mut Conn, org_id: i64) -> StoreResult<&[Target]> {
         if let std::collections::hash_map::Entry::Vacant(slot) = self.targets.entry(org_id) {
-            let rows: Vec<(i64, Uuid, String, Json<Vec<String>>)> = sqlx::query_as(
-                "SELECT id, uuid, url, events FROM webhook_endpoints
+            let rows: Vec<TargetRow> = sqlx::query_as(
+                "SELECT id, uuid, url, events, ordering FROM webhook_endpoints
                  WHERE org_id = $1 AND status = 'active' AND deleted_at IS NULL ORDER BY legacy, id",
             )
             .bind(org_id)
@@ -41,11 +46,12 @@ impl FanOut {
             .await?;
             slot.insert(
                 rows.into_iter()
-                    .map(|(id, uuid, url, events)| Target {
+                    .map(|(id, uuid, url, events, ordering)| Target {
                         id,
                         uuid,
                         url,
                         events: events.0,
+                        ordering: EndpointOrdering::parse(&ordering).unwrap_or_default(),
                     })
                     .collect(),
             );
@@ -73,7 +79,8 @@ fn url_key(url: &str) -> String {
 
 pub(super) async fn insert_event_row(conn: &mut Conn, e: &NewEvent) -> StoreResult<i64> {
     Ok(sqlx::query_scalar(
-        "INSERT INTO events (uuid, org_id, name, data, channel, occurred_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        "INSERT INTO events (uuid, org_id, name, data, channel, occurred_at, envelope, test)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
     )
     .bind(e.uuid)
     .bind(e.org_id)
@@ -81,36 +88,65 @@ pub(super) async fn insert_event_row(conn: &mut Conn, e: &NewEvent) -> StoreResu
     .bind(Json(&e.data))
     .bind(e.channel.as_ref().map(Json))
     .bind(e.occurred_at)
+    .bind(e.envelope_text())
+    .bind(e.test)
     .fetch_one(&mut *conn)
     .await?)
 }
 
-pub(super) async fn insert_delivery(
+/// A delivery to write.
+pub(in super::super) struct NewDelivery<'a> {
+    pub uuid: Uuid,
+    pub org_id: i64,
+    pub event_id: i64,
+    pub endpoint_id: i64,
+    pub event_name: &'a str,
+    /// `event`, `test` or `recovery`.
+    pub trigger: &'static str,
+    /// The contact chain on an ordered endpoint (see `EndpointOrdering::order_key`).
+    pub order_key: Option<Uuid>,
+    pub now: Timestamp,
+}
+
+/// Writes a delivery, due at once, unless it belongs to a contact's chain on an ordered
+/// endpoint in which an earlier delivery is unfinished: then it is held (`due_at` NULL) until
+/// that one ends (`chains::release_next`). The chain row, locked for the rest of the
+/// transaction, gives the sequence number and makes the decision race-free across instances.
+/// Returns whether the delivery is due now.
+pub(in super::super) async fn insert_delivery(
     conn: &mut Conn,
-    uuid: Uuid,
-    org_id: i64,
-    event_id: i64,
-    endpoint_id: i64,
-    event_name: &str,
-    now: Timestamp,
-) -> StoreResult<()> {
+    d: &NewDelivery<'_>,
+) -> StoreResult<bool> {
+    let (sequence, due) = match d.order_key {
+        None => (None, true),
+        Some(key) => {
+            let sequence = super::chains::next_sequence(conn, d.endpoint_id, key).await?;
+            let busy = super::chains::has_unfinished(conn, d.endpoint_id, key).await?;
+            (Some(sequence), !busy)
+        }
+    };
+    let due_at = due.then_some(d.now);
     sqlx::query(
         "INSERT INTO webhook_deliveries (uuid, org_id, event_id, endpoint_id, event_name, status, attempts,
-                                         due_at, next_attempt_at, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7, $8, $9)",
+                                         due_at, next_attempt_at, created_at, updated_at, trigger, order_key,
+                                         sequence)
+         VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7, $8, $9, $10, $11, $12)",
     )
-    .bind(uuid)
-    .bind(org_id)
-    .bind(event_id)
-    .bind(endpoint_id)
-    .bind(event_name)
-    .bind(now)
-    .bind(now)
-    .bind(now)
-    .bind(now)
+    .bind(d.uuid)
+    .bind(d.org_id)
+    .bind(d.event_id)
+    .bind(d.endpoint_id)
+    .bind(d.event_name)
+    .bind(due_at)
+    .bind(due_at)
+    .bind(d.now)
+    .bind(d.now)
+    .bind(d.trigger)
+    .bind(d.order_key)
+    .bind(sequence)
     .execute(&mut *conn)
     .await?;
-    Ok(())
+    Ok(due)
 }
 
 /// Inserts an outbox event and one delivery per active endpoint of its organization whose
@@ -124,7 +160,7 @@ pub(crate) async fn insert_event(
     fan: &mut FanOut,
 ) -> StoreResult<()> {
     let event_id = insert_event_row(conn, e).await?;
-    if e.name == INTEGRATION_TEST {
+    if e.name == INTEGRATION_TEST || e.test {
         return Ok(());
     }
     let exclude = if e.name.starts_with("webhook.") {
@@ -135,25 +171,29 @@ pub(crate) async fn insert_event(
     } else {
         None
     };
-    let mut chosen: Vec<i64> = Vec::new();
+    let mut chosen: Vec<(i64, Option<Uuid>)> = Vec::new();
     let mut urls = HashSet::new();
     for t in fan.targets(conn, e.org_id).await? {
         if Some(t.uuid) == exclude || !subscribed(&t.events, &e.name) {
             continue;
         }
         if urls.insert(url_key(&t.url)) {
-            chosen.push(t.id);
+            chosen.push((t.id, t.ordering.order_key(&e.data)));
         }
     }
-    for endpoint_id in chosen {
+    for (endpoint_id, order_key) in chosen {
         insert_delivery(
             conn,
-            Uuid::now_v7(),
-            e.org_id,
-            event_id,
-            endpoint_id,
-            &e.name,
-            e.occurred_at,
+            &NewDelivery {
+                uuid: Uuid::now_v7(),
+                org_id: e.org_id,
+                event_id,
+                endpoint_id,
+                event_name: &e.name,
+                trigger: "event",
+                order_key,
+                now: e.occurred_at,
+            },
         )
         .await?;
         fan.deliveries += 1;

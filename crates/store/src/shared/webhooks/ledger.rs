@@ -17,7 +17,7 @@ use switchboard_domain::event::{Effects, NewEvent};
 const SELECT_DELIVERIES: &str =
     "SELECT d.id, d.uuid, d.org_id, ev.uuid AS event_uuid, d.event_name, ep.uuid AS endpoint_uuid,
         d.status, d.attempts, d.response_status, d.error_code, d.error_message, d.next_attempt_at,
-        d.last_attempt_at, d.delivered_at, d.created_at, d.updated_at, d.lease_token
+        d.last_attempt_at, d.delivered_at, d.created_at, d.updated_at, d.lease_token, d.trigger, d.sequence
  FROM webhook_deliveries d
  JOIN events ev ON ev.id = d.event_id
  LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id ";
@@ -41,6 +41,8 @@ struct DeliveryRow {
     created_at: Timestamp,
     updated_at: Timestamp,
     lease_token: Option<Uuid>,
+    trigger: String,
+    sequence: Option<i64>,
 }
 
 fn delivery_status(s: &str) -> StoreResult<DeliveryStatus> {
@@ -69,6 +71,8 @@ impl TryFrom<DeliveryRow> for DeliveryRecord {
             created_at: r.created_at,
             updated_at: r.updated_at,
             in_flight: r.lease_token.is_some(),
+            trigger: r.trigger,
+            sequence: r.sequence,
         })
     }
 }
@@ -160,13 +164,14 @@ impl LedgerStore for Backend {
         .bind(d.id)
         .fetch_all(&mut *conn)
         .await?;
-        let (name, data, channel, occurred_at): (
+        let (name, data, channel, occurred_at, test): (
             String,
             Json<Value>,
             Option<Json<ChannelIdentity>>,
             Timestamp,
+            bool,
         ) = sqlx::query_as(
-            "SELECT ev.name, ev.data, ev.channel, ev.occurred_at FROM events ev
+            "SELECT ev.name, ev.data, ev.channel, ev.occurred_at, ev.test FROM events ev
                  JOIN webhook_deliveries d ON d.event_id = ev.id WHERE d.id = $1",
         )
         .bind(d.id)
@@ -179,6 +184,7 @@ impl LedgerStore for Backend {
             data: data.0,
             channel: channel.map(|c| c.0),
             occurred_at,
+            test,
         };
         let attempts = attempts
             .into_iter()
