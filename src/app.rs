@@ -163,6 +163,7 @@ pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
         store: rt.store.clone(),
         clock: rt.clock.clone(),
         page_size: i64::from(rt.config.recovery_page_size),
+        page_interval: rt.config.recovery_page_interval,
         poll_interval: rt.config.webhook_poll_interval,
         wake: recovery_wake,
     };

@@ -63,6 +63,7 @@ pub struct Config {
     pub webhook_endpoint_concurrency: usize,
     pub webhook_poll_interval: Duration,
     pub recovery_page_size: u32,
+    pub recovery_page_interval: Duration,
     pub rate_limits: RateLimits,
     pub rate_limit_overrides: BTreeMap<i64, RateLimits>,
     pub delivery_retention: Duration,
@@ -197,6 +198,11 @@ impl Config {
                 Duration::from_secs(60),
             )?,
             recovery_page_size: src.number("recovery_page_size", 1, 10_000)?,
+            recovery_page_interval: src.duration(
+                "recovery_page_interval",
+                Duration::ZERO,
+                Duration::from_secs(60),
+            )?,
             rate_limits,
             rate_limit_overrides,
             delivery_retention: src.duration(

@@ -70,6 +70,11 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "events a recovery walks per transaction (each page also records its progress)",
     },
     Setting {
+        name: "recovery_page_interval",
+        default: "0s",
+        meaning: "pause between two pages of a recovery (spreads a large recovery's load on the database)",
+    },
+    Setting {
         name: "rate_limit_reads",
         default: "120",
         meaning: "authenticated reads per credential per minute",

@@ -9,8 +9,16 @@
 //! * same key while the first request runs: 409 `idempotency_in_progress` (`Retry-After: 1`);
 //! * a claim whose lease (`SWITCHBOARD_IDEMPOTENCY_LEASE`) ran out (its request crashed) is
 //!   taken over by the next request with the key;
-//! * 2xx and 4xx outcomes are stored; a 5xx is not: the claim is released so that the client's
-//!   retry with the same key can succeed;
+//! * as at Stripe, a result is stored only once the request started executing: a 2xx, and a
+//!   4xx that the work recorded itself in its own transaction (a provider's refusal of a send,
+//!   [`ResponseStored`]); a 4xx decided before anything was written (validation, scope,
+//!   channel, template and consent rules) is not stored, so the corrected request may reuse
+//!   the key; a 5xx is not stored either, so that the client's retry with the same key can
+//!   succeed: in both cases the claim is released;
+//! * the three v1 send paths require the header and complete the record in the send's own
+//!   transaction; [`honour`] applies the same rules to every other v1 POST, PUT and DELETE
+//!   that carries the header; a stored response that carries a secret (an endpoint's create
+//!   and `rotate-secret`) is sealed with the master key, never kept in clear;
 //! * records expire after `SWITCHBOARD_IDEMPOTENCY_RETENTION` and are purged.
 //!
 //! The work runs in a task of its own, so a client that hangs up does not abandon it half-way.
@@ -171,18 +179,90 @@ where
     Fut: Future<Output = Response> + Send + 'static,
 {
     match read_key(headers, required) {
-        Ok(key) => run(state, principal, key, &Method::POST, path, body, work).await,
+        Ok(key) => {
+            let request = Fingerprinted {
+                method: &Method::POST,
+                path,
+                body,
+                seal: false,
+            };
+            run(state, principal, key, request, work).await
+        }
         Err(e) => e.into_response(),
     }
+}
+
+/// The v1 paths that handle `Idempotency-Key` themselves (the sends).
+const SEND_PATHS: [&str; 3] = [
+    "/api/v1/integrations/messages",
+    "/api/v1/integrations/messages/media",
+    "/api/v1/integrations/messages/template",
+];
+
+/// Marker stored in front of a sealed response body (JSON never starts with it).
+const SEALED: &[u8] = b"sealed:";
+
+/// Middleware (inside authentication): `Idempotency-Key`, when present, on every v1 POST, PUT
+/// and DELETE but the sends (CONVENTIONS "Idempotency").
+pub async fn honour(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    if !matches!(method, Method::POST | Method::PUT | Method::DELETE)
+        || !path.starts_with("/api/v1/integrations/")
+        || SEND_PATHS.contains(&path.as_str())
+    {
+        return next.run(req).await;
+    }
+    let key = match read_key(req.headers(), false) {
+        Ok(Some(key)) => key,
+        Ok(None) => return next.run(req).await,
+        Err(e) => return e.into_response(),
+    };
+    let Some(principal) = req.extensions().get::<Principal>().cloned() else {
+        return next.run(req).await;
+    };
+    // Responses that carry an endpoint's signing secret are kept sealed.
+    let seal = method == Method::POST
+        && (path == "/api/v1/integrations/webhook-endpoints" || path.ends_with("/rotate-secret"));
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, super::json::BODY_LIMIT).await {
+        Ok(b) => b,
+        Err(_) => return ApiError::payload_too_large(super::json::BODY_LIMIT).into_response(),
+    };
+    let req = axum::extract::Request::from_parts(parts, Body::from(bytes.clone()));
+    let request = Fingerprinted {
+        method: &method,
+        path: &path,
+        body: &bytes,
+        seal,
+    };
+    run(&state, &principal, Some(key), request, move |_| {
+        next.run(req)
+    })
+    .await
+}
+
+/// What a request is recognised by, and whether its stored response is sealed.
+pub struct Fingerprinted<'a> {
+    pub method: &'a Method,
+    pub path: &'a str,
+    pub body: &'a [u8],
+    pub seal: bool,
+}
+
+fn seal_aad(key_id: i64, key: &IdempotencyKey) -> Vec<u8> {
+    format!("idempotency:{key_id}:{}", key.as_str()).into_bytes()
 }
 
 pub async fn run<W, Fut>(
     state: &AppState,
     principal: &Principal,
     key: Option<IdempotencyKey>,
-    method: &Method,
-    path: &str,
-    body: &[u8],
+    request: Fingerprinted<'_>,
     work: W,
 ) -> Response
 where
@@ -192,7 +272,31 @@ where
     let Some(key) = key else {
         return detached(work(None)).await;
     };
+    let Fingerprinted {
+        method,
+        path,
+        body,
+        seal,
+    } = request;
     let fingerprint = fingerprint(method, path, body);
+    let aad = seal_aad(principal.key_id, &key);
+    let replay = |stored: StoredResponse| -> Response {
+        match stored.body.strip_prefix(SEALED) {
+            None => replay(stored),
+            Some(sealed) => match state.secrets.open(sealed, &aad) {
+                Ok(body) => replay(StoredResponse {
+                    status: stored.status,
+                    body,
+                }),
+                Err(_) => {
+                    tracing::warn!(
+                        "a sealed idempotent response cannot be opened (was the master key rotated?)"
+                    );
+                    ApiError::idempotency_conflict().into_response()
+                }
+            },
+        }
+    };
     let claim = IdempotencyClaim {
         api_key_id: principal.key_id,
         key: key.as_str().to_owned(),
@@ -240,13 +344,14 @@ where
         };
     }
     let status = response.status();
-    if status.is_server_error() || status.is_informational() || status.is_redirection() {
+    if !status.is_success() {
+        // Refused before it started executing, or a 5xx: the key may be used again.
         if let Err(e) = state.store.release_idempotency(token).await {
             tracing::warn!(error = %e, "could not release an idempotency claim; it expires with its lease");
         }
         return response;
     }
-    // A 2xx or 4xx that the work did not record itself: store it now.
+    // A 2xx that the work did not record itself: store it now (sealed if it carries a secret).
     let (parts, body) = response.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_STORED_BODY).await {
         Ok(b) => b,
@@ -258,7 +363,11 @@ where
     };
     let stored = StoredResponse {
         status: parts.status.as_u16(),
-        body: bytes.to_vec(),
+        body: if seal {
+            [SEALED, &state.secrets.seal(&bytes, &aad)].concat()
+        } else {
+            bytes.to_vec()
+        },
     };
     match state.store.complete_idempotency(token, stored).await {
         Ok(true) => {}

@@ -52,6 +52,14 @@ fn authenticated_routes(state: &AppState) -> Router<AppState> {
         .merge(legacy::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
+            pagination::bind_lists,
+        ))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            idempotency::honour,
+        ))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
             auth::authenticate,
         ))
 }

@@ -1,16 +1,66 @@
 //! Cursor pagination (CONVENTIONS.md "Lists"): `limit` (1 to 200, default 50) and an opaque
 //! `cursor`; responses are `{"data": [...], "has_more": bool, "next_cursor": string|null}`.
 //!
-//! A cursor is the position of the last item of a page, `(time, id)`, encoded as URL-safe
-//! base64. Lists are ordered by `(time, id)` descending, so the next page is every row strictly
-//! before the cursor. Cursors are not signed: every query is limited to the caller's
-//! organization, so a forged cursor can only move within data the caller may read.
+//! A cursor is the position of the last item of a page, `(time, id)`. Lists are ordered by
+//! `(time, id)` descending, so the next page is every row strictly before the cursor.
+//!
+//! Cursors are signed (`super::cursor`) and bound to the list (the request path) and its
+//! filters (every query parameter but `cursor` and `limit`, in a canonical order): one used on
+//! another list, with other filters, or altered, is a 400 `invalid_cursor`. [`bind_lists`]
+//! puts that binding in a task-local for the request, so every list handler signs and checks
+//! its cursors the same way without passing it around.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Serialize;
 
 use super::error::ApiError;
+use super::state::AppState;
+
+tokio::task_local! {
+    static BINDING: Binding;
+}
+
+/// What the cursors of this request are bound to.
+#[derive(Clone, Debug)]
+struct Binding {
+    key: [u8; 32],
+    list: String,
+    filters: String,
+}
+
+/// The canonical filters of a query string: every parameter but `cursor`, `after` and
+/// `limit`, decoded, sorted.
+fn canonical_filters(query: Option<&str>) -> String {
+    let mut pairs: Vec<(String, String)> =
+        url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
+            .filter(|(k, _)| !matches!(k.as_ref(), "cursor" | "limit" | "after"))
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+    pairs.sort();
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// Middleware: the cursors of a GET are bound to its path and filters.
+pub async fn bind_lists(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if req.method() != axum::http::Method::GET {
+        return next.run(req).await;
+    }
+    let binding = Binding {
+        key: *state.secrets.cursor_key(),
+        list: req.uri().path().to_owned(),
+        filters: canonical_filters(req.uri().query()),
+    };
+    BINDING.scope(binding, next.run(req)).await
+}
 
 pub const DEFAULT_LIMIT: i64 = 50;
 pub const MAX_LIMIT: i64 = 200;
@@ -27,22 +77,32 @@ pub struct Cursor {
 }
 
 impl Cursor {
+    /// The cursor's text: signed for the request's list and filters (outside a request, in
+    /// unit tests, the bare position).
     pub fn encode(&self) -> String {
-        URL_SAFE_NO_PAD.encode(format!("v1.{}.{}", self.time_ms, self.id))
+        let payload = format!("v1.{}.{}", self.time_ms, self.id);
+        match BINDING.try_with(Clone::clone) {
+            Ok(b) => super::cursor::sign(&b.key, &b.list, &b.filters, &payload),
+            Err(_) => URL_SAFE_NO_PAD.encode(payload),
+        }
     }
 
     pub fn decode(s: &str) -> Result<Cursor, ApiError> {
         let bad = || {
-            ApiError::invalid_request(
-                "cursor",
-                "The cursor is not valid; use next_cursor from a previous page.",
+            ApiError::invalid_cursor(
+                "The cursor is not valid for this list and these filters; use next_cursor from a page of the same list with the same filters.",
             )
         };
-        if s.is_empty() || s.len() > 100 {
+        if s.is_empty() || s.len() > 300 {
             return Err(bad());
         }
-        let raw = URL_SAFE_NO_PAD.decode(s).map_err(|_| bad())?;
-        let text = std::str::from_utf8(&raw).map_err(|_| bad())?;
+        let text = match BINDING.try_with(Clone::clone) {
+            Ok(b) => super::cursor::verify(&b.key, &b.list, &b.filters, s)?,
+            Err(_) => {
+                let raw = URL_SAFE_NO_PAD.decode(s).map_err(|_| bad())?;
+                String::from_utf8(raw).map_err(|_| bad())?
+            }
+        };
         let mut parts = text.split('.');
         match (parts.next(), parts.next(), parts.next(), parts.next()) {
             (Some("v1"), Some(t), Some(id), None) => {
@@ -155,6 +215,54 @@ mod tests {
         assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
     }
 
+    fn binding(list: &str, query: &str) -> Binding {
+        Binding {
+            key: [9; 32],
+            list: list.into(),
+            filters: canonical_filters(Some(query)),
+        }
+    }
+
+    #[tokio::test]
+    async fn cursors_are_bound_to_the_list_and_its_filters() {
+        let c = Cursor {
+            time_ms: 1_786_000_000_000,
+            id: 7,
+        };
+        let issued = BINDING
+            .scope(binding("/messages", "status=sent&limit=2"), async {
+                c.encode()
+            })
+            .await;
+        let decode = |list: &'static str, query: &'static str| {
+            let issued = issued.clone();
+            BINDING.scope(binding(list, query), async move { Cursor::decode(&issued) })
+        };
+        // The same list and filters (in any order, with any limit) accept it.
+        assert_eq!(
+            decode("/messages", "limit=5&status=sent&cursor=x")
+                .await
+                .unwrap(),
+            c
+        );
+        for (list, query) in [
+            ("/events", "status=sent"),
+            ("/messages", "status=failed"),
+            ("/messages", ""),
+        ] {
+            let e = decode(list, query).await.unwrap_err();
+            assert_eq!(e.code, "invalid_cursor", "{list}?{query}");
+        }
+        assert_eq!(
+            canonical_filters(Some("b=2&a=1&cursor=z&limit=3")),
+            "a=1&b=2"
+        );
+        assert_eq!(
+            canonical_filters(Some("since=2026-11-23T20%3A00%3A00%2B00%3A00")),
+            "since=2026-11-23T20:00:00+00:00"
+        );
+    }
+
     #[test]
     fn bad_cursors_and_limits_are_400() {
         let forged = |raw: &str| URL_SAFE_NO_PAD.encode(raw);
@@ -170,7 +278,7 @@ mod tests {
             let e = Cursor::decode(bad).unwrap_err();
             assert_eq!(
                 (e.status.as_u16(), e.code),
-                (400, "invalid_request"),
+                (400, "invalid_cursor"),
                 "{bad}"
             );
         }

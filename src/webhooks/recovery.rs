@@ -21,6 +21,8 @@ pub struct RecoveryWorker {
     pub store: SharedStore,
     pub clock: SharedClock,
     pub page_size: i64,
+    /// A pause between two pages.
+    pub page_interval: Duration,
     pub poll_interval: Duration,
     /// Notified when a recovery is started in this process.
     pub wake: Arc<Notify>,
@@ -50,7 +52,14 @@ impl RecoveryWorker {
                             .recover_page(&claim, self.page_size, now, now.saturating_add(LEASE))
                             .await
                         {
-                            Ok(RecoveryStep::Page { .. }) => {}
+                            Ok(RecoveryStep::Page { .. }) => {
+                                if !self.page_interval.is_zero() {
+                                    tokio::select! {
+                                        _ = shutdown.cancelled() => return,
+                                        _ = tokio::time::sleep(self.page_interval) => {}
+                                    }
+                                }
+                            }
                             Ok(RecoveryStep::Completed { .. }) => {
                                 tracing::info!(recovery_id = %claim.uuid, "recovery completed");
                                 break;

@@ -190,7 +190,12 @@ async fn the_ledger_filters_and_paginates(backend: Backend) {
         ("?limit=500", "limit"),
         ("?cursor=%%%", "cursor"),
     ] {
-        let r = api.list(q).await.expect_error(400, "invalid_request");
+        let code = if q.contains("cursor=") {
+            "invalid_cursor"
+        } else {
+            "invalid_request"
+        };
+        let r = api.list(q).await.expect_error(400, code);
         assert_eq!(
             r.body["error"]["details"]["param"], param,
             "{q}: {}",

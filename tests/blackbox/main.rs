@@ -11,12 +11,16 @@ mod support;
 // Areas.
 mod auth;
 mod channels;
+mod event_feed;
 mod faults;
+mod idempotency;
 mod initiation;
 mod ledger;
 mod legacy_routes;
+mod ordering;
 mod org_data;
 mod org_features;
+mod recovery;
 mod scale;
 mod sending;
 mod service;

@@ -167,7 +167,7 @@ async fn contacts_crud_search_and_events(backend: Backend) {
     server
         .get("/api/contacts?cursor=nope", k)
         .await
-        .expect_error(400, "invalid_request");
+        .expect_error(400, "invalid_cursor");
     server
         .get("/api/contacts?color=red", k)
         .await

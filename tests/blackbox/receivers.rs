@@ -84,6 +84,9 @@ impl ReceivedRequest {
 struct State {
     defaults: HashMap<String, Behaviour>,
     scripts: HashMap<String, VecDeque<Behaviour>>,
+    /// Per path: requests whose body contains the text get the behaviour (before scripts and
+    /// defaults).
+    rules: HashMap<String, Vec<(String, Behaviour)>>,
     requests: Vec<ReceivedRequest>,
 }
 
@@ -149,6 +152,21 @@ impl Receiver {
     }
 
     /// How the next requests to `path` are answered, in order (then the default).
+    /// Requests to `path` whose body contains `needle` get `b` (until `clear_rules`).
+    pub fn when_body_contains(&self, path: &str, needle: &str, b: Behaviour) {
+        self.state
+            .lock()
+            .unwrap()
+            .rules
+            .entry(path.to_owned())
+            .or_default()
+            .push((needle.to_owned(), b));
+    }
+
+    pub fn clear_rules(&self, path: &str) {
+        self.state.lock().unwrap().rules.remove(path);
+    }
+
     pub fn script(&self, path: &str, bs: Vec<Behaviour>) {
         self.state
             .lock()
@@ -225,8 +243,16 @@ impl Receiver {
     }
 }
 
-fn next_behaviour(state: &Mutex<State>, path: &str) -> Behaviour {
+fn next_behaviour(state: &Mutex<State>, path: &str, body: &[u8]) -> Behaviour {
     let mut s = state.lock().unwrap();
+    let text = String::from_utf8_lossy(body);
+    if let Some((_, b)) = s.rules.get(path).and_then(|rules| {
+        rules
+            .iter()
+            .find(|(needle, _)| text.contains(needle.as_str()))
+    }) {
+        return b.clone();
+    }
     if let Some(b) = s.scripts.get_mut(path).and_then(VecDeque::pop_front) {
         return b;
     }
@@ -265,7 +291,7 @@ async fn handle(
         .await
         .map(|b| b.to_bytes().to_vec())
         .unwrap_or_default();
-    let behaviour = next_behaviour(&state, &path);
+    let behaviour = next_behaviour(&state, &path, &body);
     state.lock().unwrap().requests.push(ReceivedRequest {
         path,
         method,

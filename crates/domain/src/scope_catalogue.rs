@@ -92,6 +92,9 @@ pub fn endpoints(scope: Scope) -> &'static [EndpointRef] {
             v1!("GET", "/webhook-endpoints/{uuid}"),
             v1!("GET", "/webhook-deliveries"),
             v1!("GET", "/webhook-deliveries/{delivery_id}"),
+            v1!("GET", "/webhook-endpoints/{uuid}/recoveries/{recovery_id}"),
+            v1!("GET", "/event-feed"),
+            v1!("GET", "/event-stream"),
             e!("GET", "/api/webhooks"),
         ],
         Scope::WebhooksWrite => &[
@@ -101,6 +104,8 @@ pub fn endpoints(scope: Scope) -> &'static [EndpointRef] {
             v1!("POST", "/webhook-endpoints/{uuid}/rotate-secret"),
             v1!("POST", "/webhook-endpoints/{uuid}/test"),
             v1!("POST", "/webhook-deliveries/{delivery_id}/retry"),
+            v1!("POST", "/webhook-endpoints/{uuid}/recover"),
+            v1!("POST", "/webhook-deliveries/retry"),
             e!("POST", "/api/webhooks"),
             e!("DELETE", "/api/webhooks/{id}"),
         ],

@@ -122,7 +122,8 @@ pub trait RecoveryStore: Send + Sync {
     ) -> StoreResult<RecoveryStep>;
     /// Redelivers now every matching delivery of the organization that is not `delivered`,
     /// not in flight and whose endpoint exists (`trigger: manual`), one statement per page of
-    /// `page`. Returns how many.
+    /// `page`. Deliveries waiting behind an earlier one of their contact's chain (ordered
+    /// endpoints) keep waiting: they follow in order. Returns how many.
     async fn retry_deliveries(
         &self,
         org_id: i64,

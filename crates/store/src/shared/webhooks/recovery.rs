@@ -370,7 +370,9 @@ impl RecoveryStore for Backend {
                 )
                 .push_bind(org_id)
                 .push(
-                    " AND d.status <> 'delivered' AND d.lease_token IS NULL AND ep.deleted_at IS NULL AND d.id > ",
+                    " AND d.status <> 'delivered' AND d.lease_token IS NULL AND ep.deleted_at IS NULL
+                      AND NOT (d.order_key IS NOT NULL AND d.due_at IS NULL AND d.status IN ('pending', 'retrying'))
+                      AND d.id > ",
                 )
                 .push_bind(after);
             if let Some(status) = filter.status {
