@@ -118,6 +118,10 @@ async fn the_feed_never_skips_or_repeats_while_events_are_written(backend: Backe
         let mut cursor = None;
         loop {
             let finished = done.load(std::sync::atomic::Ordering::SeqCst);
+            if finished {
+                // Every write has committed; wait until all are readable, then read the rest.
+                wait_feed(&a, &seed.key, "message.sent", 48).await;
+            }
             let (got, next) = drain(&a, &seed.key, "limit=7", cursor).await;
             seen.extend(got);
             cursor = next;

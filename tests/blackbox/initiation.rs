@@ -1861,7 +1861,8 @@ async fn campaign_sends_are_validated_and_audited(backend: Backend) {
     // Each audit entry went to the outbox as audit.recorded.
     let audits = db_peek::events_named(&w.env, w.seed.org_id, "audit.recorded").await;
     assert_eq!(audits.len(), 1 + refusals.len());
-    // A replay of a refused request replays the answer and writes no second entry.
+    // A refusal is decided before execution, so it is not stored under its Idempotency-Key
+    // (CONVENTIONS "Idempotency"): the same request is evaluated, refused and audited again.
     let idem = ikey();
     let body = campaign("+4915223456789", "utility");
     for _ in 0..2 {
@@ -1872,7 +1873,7 @@ async fn campaign_sends_are_validated_and_audited(backend: Backend) {
     }
     assert_eq!(
         w.log("type=campaign_send.refused").await.len(),
-        refusals.len() + 1
+        refusals.len() + 2
     );
 
     // A campaign send to a contact with an open conversation continues it.
@@ -1894,7 +1895,7 @@ async fn campaign_sends_are_validated_and_audited(backend: Backend) {
     assert!(plain.body["message"].get("consent_uuid").is_none());
     assert_eq!(
         w.log("type=campaign_send.*").await.len(),
-        refusals.len() + 1 + 2
+        refusals.len() + 2 + 2
     );
 }
 

@@ -505,7 +505,7 @@ async fn endpoints_crud_scopes_and_isolation(backend: Backend) {
     server
         .get(&format!("{ENDPOINTS}?cursor=nope"), &seed.key)
         .await
-        .expect_error(400, "invalid_request");
+        .expect_error(400, "invalid_cursor");
 
     // The OpenAPI document lists the webhook operations.
     let doc = server
