@@ -89,7 +89,11 @@ impl Runtime {
 }
 
 /// `switchboard serve`.
-pub async fn serve(config: Config, demo: bool) -> anyhow::Result<()> {
+pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
+    // The demo is a local loop: webhook endpoints on this machine work without a setting.
+    if demo {
+        config.webhook_allow_private_targets = true;
+    }
     if config.webhook_allow_private_targets {
         tracing::warn!(
             "{} is on: webhook endpoints may target http://, any port, loopback and private addresses. \
@@ -336,6 +340,13 @@ async fn wait_for_signal() {
     }
 }
 
+/// What `--demo` changes, said where the newcomer looks.
+fn demo_banner() {
+    println!(
+        "--demo: webhook endpoints may target local http:// addresses (as with SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS=true): for development only, never in production.\n"
+    );
+}
+
 /// `serve --demo`: on an empty database, a demo organization with a `sandbox` channel and a
 /// wildcard key, printed with a ready `curl` line.
 async fn seed_demo(rt: &Runtime, addr: std::net::SocketAddr) -> anyhow::Result<()> {
@@ -348,9 +359,10 @@ async fn seed_demo(rt: &Runtime, addr: std::net::SocketAddr) -> anyhow::Result<(
     if !orgs.is_empty() {
         println!(
             "--demo: the database already has data, so no demo data was created. Create a key with:\n  \
-             switchboard admin key create --org {} --scopes '*'",
+             cargo run --release -- admin key create --org {} --scopes '*'",
             orgs[0].id
         );
+        demo_banner();
         return Ok(());
     }
     let org = ops::orgs::create_org(rt.store.as_ref(), rt.clock.as_ref(), "Demo").await?;
@@ -388,5 +400,6 @@ async fn seed_demo(rt: &Runtime, addr: std::net::SocketAddr) -> anyhow::Result<(
         "Demo data created: organization {} (id {}), sandbox channel `{}` (id {}), and this API key (shown once):\n\n  {}\n\nTry it:\n\n  curl -s {base}/api/v1/integrations/channels -H 'Authorization: Bearer {}'\n",
         org.name, org.id, channel.slug, channel.id, key.token, key.token
     );
+    demo_banner();
     Ok(())
 }

@@ -47,6 +47,24 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
                 .install_recorder()
                 .map_err(|e| eprintln!("metrics recorder not installed: {e}"))
                 .ok()
+                .inspect(|handle| spawn_upkeep(handle.clone()))
         })
         .clone()
+}
+
+/// How often histogram samples are folded into their buckets without a scrape.
+const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The recorder keeps each histogram sample until it is folded into its buckets, which a
+/// render (a scrape of `/metrics`) or an upkeep does: without upkeep, a service nobody scrapes
+/// grows by every request it serves. A thread of its own (independent of any runtime) runs it.
+fn spawn_upkeep(handle: PrometheusHandle) {
+    let _ = std::thread::Builder::new()
+        .name("metrics-upkeep".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(UPKEEP_INTERVAL);
+                handle.run_upkeep();
+            }
+        });
 }

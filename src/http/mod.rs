@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod channels;
+pub mod contacts;
 pub mod cursor;
 pub mod deadline;
 pub mod error;
@@ -44,6 +45,7 @@ pub use state::{AppInner, AppState};
 fn authenticated_routes(state: &AppState) -> Router<AppState> {
     Router::new()
         .merge(channels::router())
+        .merge(contacts::router())
         .merge(users::router())
         .merge(permissions::router())
         .merge(events::router())

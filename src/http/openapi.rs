@@ -24,6 +24,7 @@ use super::state::AppState;
     components(schemas(ErrorBody, ErrorObject, switchboard_domain::FieldError, switchboard_domain::channel::ChannelIdentity)),
     tags(
         (name = "channels", description = "Messaging channels."),
+        (name = "contacts", description = "The organization's contacts: find the contact_uuid a send or a filter needs."),
         (name = "organization", description = "Organization data: members with roles and effective permissions, the permission and scope catalogues, and the audit, admin and security log."),
         (name = "messages", description = "Sending messages (text, interactive, media, templates; Idempotency-Key required) and message history."),
         (name = "inbound", description = "Provider callbacks (WhatsApp Cloud API webhooks, Telegram updates); public, verified by the provider's signature or secret."),
@@ -38,6 +39,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = BaseApi::openapi();
     for part in [
         super::channels::ChannelsApi::openapi(),
+        super::contacts::ContactsApi::openapi(),
         super::users::UsersApi::openapi(),
         super::permissions::PermissionsApi::openapi(),
         super::events::EventsApi::openapi(),
@@ -79,19 +81,37 @@ fn add_standard_errors(doc: &mut utoipa::openapi::OpenApi) {
             .build()
             .into()
     };
-    for item in doc.paths.paths.values_mut() {
-        for op in [
-            &mut item.get,
-            &mut item.post,
-            &mut item.put,
-            &mut item.delete,
-            &mut item.patch,
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let v1 = path.starts_with("/api/v1/integrations/");
+        for (write, op) in [
+            (false, &mut item.get),
+            (true, &mut item.post),
+            (true, &mut item.put),
+            (true, &mut item.delete),
+            (true, &mut item.patch),
         ]
         .into_iter()
-        .flatten()
+        .filter_map(|(w, op)| op.as_mut().map(|op| (w, op)))
         {
             let authenticated = op.security.as_ref().is_some_and(|s| !s.is_empty());
+            let has_body = op.request_body.is_some();
             let responses = &mut op.responses.responses;
+            if has_body {
+                responses.entry("400".into()).or_insert_with(|| {
+                    error(
+                        "malformed_json (the body is not a JSON object), or a bad Idempotency-Key.",
+                    )
+                });
+            }
+            if authenticated && write && v1 {
+                // Idempotency-Key is honoured on every v1 write (CONVENTIONS "Idempotency").
+                responses.entry("400".into()).or_insert_with(|| {
+                    error("idempotency_key_invalid: a malformed Idempotency-Key.")
+                });
+                responses.entry("409".into()).or_insert_with(|| {
+                    error("idempotency_conflict (the key was used with another request) or idempotency_in_progress.")
+                });
+            }
             if authenticated {
                 responses
                     .entry("401".into())

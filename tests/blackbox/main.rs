@@ -15,6 +15,7 @@ mod event_feed;
 mod faults;
 mod idempotency;
 mod initiation;
+mod integrator;
 mod ledger;
 mod legacy_routes;
 mod ordering;

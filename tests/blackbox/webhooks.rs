@@ -234,11 +234,57 @@ async fn the_catalogue_lists_every_event(backend: Backend) {
     let env = TestEnv::new(backend).await;
     let seed = env.seed().await;
     let server = env.start(&[]).await;
-    let r = server.get(EVENTS, &seed.key).await.expect(200);
+    let r = server
+        .get(&format!("{EVENTS}?limit=200"), &seed.key)
+        .await
+        .expect(200);
     let data = r.body["data"].as_array().unwrap();
     assert_eq!(data.len(), 146);
     assert_eq!(r.body["has_more"], false);
     assert_eq!(r.body["next_cursor"], Value::Null);
+    // A list like the others: limit, cursor, strict parameters.
+    let mut paged = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let q = match &cursor {
+            Some(c) => format!("{EVENTS}?limit=60&cursor={c}"),
+            None => format!("{EVENTS}?limit=60"),
+        };
+        let p = server.get(&q, &seed.key).await.expect(200).body;
+        paged.extend(p["data"].as_array().unwrap().iter().cloned());
+        match p["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(
+        &paged, data,
+        "pages of 60 make the whole catalogue, in order"
+    );
+    let first = server.get(EVENTS, &seed.key).await.expect(200).body;
+    assert_eq!(first["data"].as_array().unwrap().len(), 50, "default limit");
+    assert_eq!(first["has_more"], true);
+    for (q, code) in [
+        ("limit=3&typ=x", "invalid_request"),
+        ("limit=0", "invalid_request"),
+        ("cursor=nope", "invalid_cursor"),
+    ] {
+        server
+            .get(&format!("{EVENTS}?{q}"), &seed.key)
+            .await
+            .expect_error(400, code);
+    }
+    assert_eq!(
+        server
+            .get(&format!("{EVENTS}?limit=3"), &seed.key)
+            .await
+            .expect(200)
+            .body["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
     let names: HashSet<&str> = data.iter().map(|e| e["name"].as_str().unwrap()).collect();
     assert_eq!(names.len(), 146, "no duplicates");
     for e in data {

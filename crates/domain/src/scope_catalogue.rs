@@ -43,6 +43,8 @@ pub fn endpoints(scope: Scope) -> &'static [EndpointRef] {
     match scope {
         Scope::ChannelsRead => &[v1!("GET", "/channels"), e!("GET", "/api/channels")],
         Scope::ContactsRead => &[
+            v1!("GET", "/contacts"),
+            v1!("GET", "/contacts/{uuid}"),
             e!("GET", "/api/contacts"),
             e!("GET", "/api/contacts/{uuid}"),
         ],

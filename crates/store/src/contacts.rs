@@ -26,6 +26,10 @@ pub struct ContactQuery {
     pub phone: Option<Phone>,
     /// Lower-cased.
     pub name_contains: Option<String>,
+    /// Created at or after.
+    pub since: Option<Timestamp>,
+    /// Created before.
+    pub until: Option<Timestamp>,
 }
 
 /// A change to a contact: each field that is `Some` is replaced (`name: Some(None)` clears it).

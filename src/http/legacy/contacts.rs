@@ -125,6 +125,7 @@ pub async fn list_contacts(
             &ContactQuery {
                 phone,
                 name_contains: name,
+                ..Default::default()
             },
             page_query(&page),
         )

@@ -47,7 +47,7 @@ fn time_param(param: &str, v: Option<&str>) -> ApiResult<Option<Timestamp>> {
         Timestamp::parse_rfc3339(s).map_err(|_| {
             bad(
                 param,
-                format!("{param} must be an RFC 3339 time such as 2026-08-14T09:30:00Z."),
+                format!("{param} must be an RFC 3339 time such as 2026-08-14T09:30:00Z (encode `+` as %2B)."),
             )
         })
     })

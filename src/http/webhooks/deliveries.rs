@@ -151,7 +151,9 @@ fn parse_time(param: &str, raw: &str) -> ApiResult<Timestamp> {
     Timestamp::parse_rfc3339(raw).map_err(|_| {
         ApiError::invalid_request(
             param,
-            format!("{param} must be an RFC 3339 time such as 2026-08-14T09:30:00Z."),
+            format!(
+                "{param} must be an RFC 3339 time such as 2026-08-14T09:30:00Z (encode `+` as %2B)."
+            ),
         )
     })
 }

@@ -7,8 +7,10 @@ use switchboard_domain::scope::Scope;
 use switchboard_domain::webhooks::catalogue;
 
 use crate::http::auth::Principal;
-use crate::http::error::ApiResult;
-use crate::http::pagination::Page;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::list_query::ListQuery;
+use crate::http::pagination::{Cursor, Page};
+use crate::http::query::QueryParams;
 
 /// One event of the catalogue.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
@@ -25,26 +27,59 @@ pub struct EventTypeOut {
 }
 
 /// The event catalogue of this deployment: every event an endpoint can subscribe to, and
-/// whether this deployment emits it.
+/// whether this deployment emits it. A list like the others: `limit` (1 to 200, default 50)
+/// and `cursor`, in catalogue order.
 #[utoipa::path(
     get,
     path = "/api/v1/integrations/webhook-events",
     operation_id = "list_webhook_events",
     tag = "webhooks",
     security(("bearer" = ["webhooks:read"])),
-    responses((status = 200, description = "All 146 events, in one page.", body = Page<EventTypeOut>))
+    params(
+        ("limit" = Option<String>, Query, description = "1 to 200 (default 50)."),
+        ("cursor" = Option<String>, Query, description = "The next_cursor of the previous page."),
+    ),
+    responses(
+        (status = 200, description = "A page of the 146 events.", body = Page<EventTypeOut>),
+        (status = 400, description = "A bad limit, cursor or parameter.", body = ErrorBody),
+    )
 )]
-pub async fn list_events(principal: Principal) -> ApiResult<Json<Page<EventTypeOut>>> {
+pub async fn list_events(
+    principal: Principal,
+    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+) -> ApiResult<Json<Page<EventTypeOut>>> {
     principal.require(Scope::WebhooksRead)?;
-    Ok(Json(Page::complete(
-        catalogue::EVENTS
-            .iter()
-            .map(|e| EventTypeOut {
-                name: e.name,
-                namespace: e.namespace,
-                description: e.description,
-                emitted: catalogue::is_emitted(e.name),
-            })
-            .collect(),
-    )))
+    let q = ListQuery::parse(pairs, &["limit", "cursor"])?;
+    let page = q.page()?;
+    // A position is the index of the last event served.
+    let start = match page.cursor {
+        None => 0,
+        Some(c) => usize::try_from(c.id)
+            .ok()
+            .filter(|i| *i < catalogue::EVENTS.len())
+            .map(|i| i + 1)
+            .ok_or_else(|| ApiError::invalid_cursor("The cursor is not valid for this list."))?,
+    };
+    let rows: Vec<(usize, EventTypeOut)> = catalogue::EVENTS
+        .iter()
+        .enumerate()
+        .skip(start)
+        .take(usize::try_from(page.fetch_limit()).unwrap_or(usize::MAX))
+        .map(|(i, e)| {
+            (
+                i,
+                EventTypeOut {
+                    name: e.name,
+                    namespace: e.namespace,
+                    description: e.description,
+                    emitted: catalogue::is_emitted(e.name),
+                },
+            )
+        })
+        .collect();
+    let page = Page::from_rows(rows, &page, |(i, _)| Cursor {
+        time_ms: 0,
+        id: *i as i64,
+    });
+    Ok(Json(page.map(|(_, e)| e)))
 }

@@ -44,11 +44,20 @@ impl From<WebhookError> for ApiError {
     fn from(e: WebhookError) -> Self {
         match e {
             WebhookError::Validation(errors) => ApiError::validation(errors),
-            WebhookError::UnsafeUrl(m) => ApiError::unprocessable(
-                "unsafe_url",
-                format!("The endpoint URL is not allowed: {m}."),
-            )
-            .with_details(serde_json::json!({ "field": "url" })),
+            WebhookError::UnsafeUrl(m) => {
+                // Everything but credentials is lifted by the development setting: say so.
+                let hint = (!m.contains("credentials")).then_some(
+                    "For local development, run `switchboard serve --demo` or set SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS=true (never in production).",
+                );
+                let message = match hint {
+                    Some(h) => format!("The endpoint URL is not allowed: {m}. {h}"),
+                    None => format!("The endpoint URL is not allowed: {m}."),
+                };
+                ApiError::unprocessable("unsafe_url", message).with_details(match hint {
+                    Some(h) => serde_json::json!({ "field": "url", "hint": h }),
+                    None => serde_json::json!({ "field": "url" }),
+                })
+            }
             WebhookError::NotFound(what) => ApiError::not_found(what),
             WebhookError::EndpointDeleted => ApiError::new(
                 StatusCode::CONFLICT,

@@ -214,6 +214,12 @@ impl ContactStore for Backend {
                 .push_bind(format!("%{}%", like_escape(name)))
                 .push(" ESCAPE '\\'");
         }
+        if let Some(since) = query.since {
+            qb.push(" AND created_at >= ").push_bind(since);
+        }
+        if let Some(until) = query.until {
+            qb.push(" AND created_at < ").push_bind(until);
+        }
         push_page(&mut qb, "created_at", "id", page);
         let rows: Vec<ContactRow> = qb.build_query_as().fetch_all(self.reader()).await?;
         Ok(rows.into_iter().map(Into::into).collect())

@@ -63,8 +63,8 @@ async fn contacts_search_update_and_soft_delete(s: SharedStore) {
         "newest first, one organization"
     );
     let by_name = |n: &str| ContactQuery {
-        phone: None,
         name_contains: Some(n.into()),
+        ..Default::default()
     };
     let found = s
         .list_contacts(org.id, &by_name("love"), page(10))

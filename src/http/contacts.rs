@@ -1,0 +1,129 @@
+//! `GET /api/v1/integrations/contacts` and `GET /api/v1/integrations/contacts/{uuid}`
+//! (`contacts:read`): how an integrator finds the `contact_uuid` a send or a filter needs
+//! (CONVENTIONS "Resources", Contact).
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+
+use switchboard_domain::phone::Phone;
+use switchboard_domain::scope::Scope;
+use switchboard_store::legacy::ContactQuery;
+
+use super::auth::Principal;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::legacy::{cursor, page_query, path_uuid};
+use super::list_query::ListQuery;
+use super::pagination::Page;
+use super::path::Path;
+use super::query::QueryParams;
+use super::state::AppState;
+use crate::views::messages::ContactOut;
+
+/// Query parameters of the contact list (for the OpenAPI document).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct ContactListParams {
+    /// Page size, 1 to 200 (default 50).
+    limit: Option<i64>,
+    /// `next_cursor` of the previous page (keep the same filters).
+    cursor: Option<String>,
+    /// Only the contact with this phone (any spelling; normalized to E.164 before matching;
+    /// send `+` as `%2B`).
+    phone: Option<String>,
+    /// Contacts created at or after this RFC 3339 time.
+    since: Option<String>,
+    /// Contacts created before this RFC 3339 time.
+    until: Option<String>,
+}
+
+/// The organization's contacts, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/integrations/contacts",
+    operation_id = "list_contacts_v1",
+    tag = "contacts",
+    params(ContactListParams),
+    security(("bearer" = ["contacts:read"])),
+    responses(
+        (status = 200, description = "A page of contacts, newest first.", body = Page<ContactOut>),
+        (status = 400, description = "invalid_request (an unknown parameter, a bad limit, phone or time) or invalid_cursor.", body = ErrorBody),
+    )
+)]
+pub async fn list_contacts(
+    State(state): State<AppState>,
+    principal: Principal,
+    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
+) -> ApiResult<Json<Page<ContactOut>>> {
+    principal.require(Scope::ContactsRead)?;
+    let QueryParams(pairs) = pairs?;
+    let q = ListQuery::parse(pairs, &["limit", "cursor", "phone", "since", "until"])?;
+    let page = q.page()?;
+    let phone = q.parsed("phone", |p| {
+        Phone::parse(p).map_err(|e| format!("phone: {e} (send `+` as %2B)"))
+    })?;
+    let since = q.time("since")?;
+    let until = q.time("until")?;
+    if let (Some(s), Some(u)) = (since, until) {
+        if u <= s {
+            return Err(ApiError::invalid_request(
+                "until",
+                "until must be later than since.",
+            ));
+        }
+    }
+    let rows = state
+        .store
+        .list_contacts(
+            principal.org_id,
+            &ContactQuery {
+                phone,
+                since,
+                until,
+                ..Default::default()
+            },
+            page_query(&page),
+        )
+        .await?;
+    let page = Page::from_rows(rows, &page, |c| cursor(c.created_at, c.id));
+    Ok(Json(page.map(|c| ContactOut::from(&c))))
+}
+
+/// One contact of the organization.
+#[utoipa::path(
+    get,
+    path = "/api/v1/integrations/contacts/{uuid}",
+    operation_id = "get_contact_v1",
+    tag = "contacts",
+    params(("uuid" = String, Path, description = "The contact's UUID.")),
+    security(("bearer" = ["contacts:read"])),
+    responses(
+        (status = 200, description = "The contact.", body = ContactOut),
+        (status = 404, description = "not_found (also a deleted contact or another organization's).", body = ErrorBody),
+    )
+)]
+pub async fn get_contact(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(uuid): Path<String>,
+) -> ApiResult<Json<ContactOut>> {
+    principal.require(Scope::ContactsRead)?;
+    let uuid = path_uuid(&uuid, "The contact")?;
+    let contact = state
+        .store
+        .find_contact(principal.org_id, uuid)
+        .await?
+        .ok_or_else(|| ApiError::not_found("The contact"))?;
+    Ok(Json(ContactOut::from(&contact)))
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/integrations/contacts", get(list_contacts))
+        .route("/api/v1/integrations/contacts/{uuid}", get(get_contact))
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(list_contacts, get_contact))]
+pub struct ContactsApi;
