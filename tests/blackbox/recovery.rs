@@ -24,6 +24,57 @@ both_backends!(
     bulk_retry_redelivers_what_was_not_delivered,
 );
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_run_one_recovery_once() {
+    if crate::support::postgres_url().is_none() {
+        eprintln!("SWITCHBOARD_TEST_POSTGRES_URL is not set; skipping");
+        return;
+    }
+    let env = TestEnv::new(Backend::Postgres).await;
+    let seed = env.seed().await;
+    // Small pages with a pause: both instances' workers are awake while it runs.
+    let config = settings(&[
+        ("SWITCHBOARD_RECOVERY_PAGE_SIZE", "2"),
+        ("SWITCHBOARD_RECOVERY_PAGE_INTERVAL", "50ms"),
+    ]);
+    let a = env.start(&config).await;
+    let b = env.start(&config).await;
+    let rx = Receiver::start().await;
+    let since = at(-1000);
+    for i in 0..20 {
+        let s = if i % 2 == 0 { &a } else { &b };
+        send(
+            s,
+            &seed.key,
+            &format!("+49151234503{i:02}"),
+            &format!("t{i}"),
+        )
+        .await;
+    }
+    let ep = Api::new(&a, &seed.key)
+        .create(&rx.url("/ep"), &["message.sent"])
+        .await;
+    // Started on one instance, polled on the other.
+    let started = recover(&a, &seed.key, &ep.uuid, json!({"since": since}))
+        .await
+        .expect(202)
+        .body;
+    let done = wait_recovery(
+        &b,
+        &seed.key,
+        &ep.uuid,
+        started["recovery_id"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(done["events_matched"], 20, "{done:#}");
+    assert_eq!(done["deliveries_queued"], 20, "{done:#}");
+    let arrivals = distinct_arrivals(&rx, "/ep", 20).await;
+    assert_eq!(arrivals.len(), 20);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rx.requests("/ep").len(), 20, "each event once");
+    assert_eq!(ledger(&a, &seed.key, &ep.uuid).await.len(), 20);
+}
+
 /// Settings of these tests: `fast()`, sends unlimited, endpoints disabled after 2 failures.
 pub(crate) fn settings(
     extra: &[(&'static str, &'static str)],
