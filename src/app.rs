@@ -94,6 +94,15 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
     if demo {
         config.webhook_allow_private_targets = true;
     }
+    let vars: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
+    for (var, closest) in crate::config::unknown_variables(vars.iter().map(String::as_str)) {
+        match closest {
+            Some(c) => tracing::warn!("{var} is not a setting and is ignored; did you mean {c}?"),
+            None => tracing::warn!(
+                "{var} is not a setting and is ignored (`switchboard config` lists the settings)"
+            ),
+        }
+    }
     if config.webhook_allow_private_targets {
         tracing::warn!(
             "{} is on: webhook endpoints may target http://, any port, loopback and private addresses. \
@@ -249,7 +258,7 @@ fn spawn_background(
 }
 
 /// Every few seconds: the webhook backlog as gauges, so that a growing queue can be alerted on
-/// (`webhook_deliveries_due`, `webhook_oldest_due_seconds`).
+/// (`switchboard_webhook_deliveries_due`, `switchboard_webhook_oldest_due_seconds`).
 fn spawn_backlog_gauges(rt: &Runtime, tasks: &TaskTracker, shutdown: &CancellationToken) {
     let store = rt.store.clone();
     let clock = rt.clock.clone();
@@ -265,9 +274,9 @@ fn spawn_backlog_gauges(rt: &Runtime, tasks: &TaskTracker, shutdown: &Cancellati
             let now = clock.now();
             match store.delivery_backlog(now).await {
                 Ok((due, oldest)) => {
-                    metrics::gauge!("webhook_deliveries_due").set(due as f64);
+                    metrics::gauge!("switchboard_webhook_deliveries_due").set(due as f64);
                     let age = oldest.map(|t| now.since(t).as_secs_f64()).unwrap_or(0.0);
-                    metrics::gauge!("webhook_oldest_due_seconds").set(age);
+                    metrics::gauge!("switchboard_webhook_oldest_due_seconds").set(age);
                 }
                 Err(e) => tracing::debug!(error = %e, "could not read the webhook backlog"),
             }

@@ -47,7 +47,10 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
                 .install_recorder()
                 .map_err(|e| eprintln!("metrics recorder not installed: {e}"))
                 .ok()
-                .inspect(|handle| spawn_upkeep(handle.clone()))
+                .inspect(|handle| {
+                    describe_metrics();
+                    spawn_upkeep(handle.clone());
+                })
         })
         .clone()
 }
@@ -67,4 +70,140 @@ fn spawn_upkeep(handle: PrometheusHandle) {
                 handle.run_upkeep();
             }
         });
+}
+
+/// Every metric the service exports: name, kind, help text. Names follow Prometheus'
+/// conventions: the `switchboard_` prefix, the unit in the name (`_seconds`, `_bytes`), `_total`
+/// on counters.
+pub const METRICS: &[(&str, &str, &str)] = &[
+    (
+        "switchboard_build_info",
+        "gauge",
+        "Always 1; the labels name the running build.",
+    ),
+    (
+        "switchboard_http_requests_total",
+        "counter",
+        "HTTP requests by method, matched route template and status.",
+    ),
+    (
+        "switchboard_http_request_duration_seconds",
+        "histogram",
+        "HTTP request latency by method and matched route template.",
+    ),
+    (
+        "switchboard_rate_limited_total",
+        "counter",
+        "Requests refused with 429, by class (reads, sends, tests).",
+    ),
+    (
+        "switchboard_rate_limit_redis_errors_total",
+        "counter",
+        "Redis failures of the shared rate limiter (the instance then limits on its own for a few seconds).",
+    ),
+    (
+        "switchboard_rate_limit_local_fallback_total",
+        "counter",
+        "Requests limited by the instance's own limiter because Redis was unavailable.",
+    ),
+    (
+        "switchboard_provider_sends_total",
+        "counter",
+        "Provider calls by channel type and result (accepted, rejected, unavailable, not_configured, unsupported).",
+    ),
+    (
+        "switchboard_provider_send_duration_seconds",
+        "histogram",
+        "Provider call latency by channel type.",
+    ),
+    (
+        "switchboard_provider_callbacks_total",
+        "counter",
+        "Verified provider callbacks applied, by channel type.",
+    ),
+    (
+        "switchboard_webhook_attempts_total",
+        "counter",
+        "Webhook delivery attempts by outcome (delivered, retry, failed, retries_exhausted, interrupted).",
+    ),
+    (
+        "switchboard_webhook_attempt_duration_seconds",
+        "histogram",
+        "One webhook delivery attempt's duration.",
+    ),
+    (
+        "switchboard_webhook_delivery_lag_seconds",
+        "histogram",
+        "From an event to its successful delivery.",
+    ),
+    (
+        "switchboard_webhook_endpoints_disabled_total",
+        "counter",
+        "Webhook endpoints disabled after consecutive failed deliveries.",
+    ),
+    (
+        "switchboard_webhook_deliveries_due",
+        "gauge",
+        "Webhook deliveries due now.",
+    ),
+    (
+        "switchboard_webhook_oldest_due_seconds",
+        "gauge",
+        "How long the oldest due webhook delivery has waited.",
+    ),
+    (
+        "switchboard_webhook_deliveries_purged_total",
+        "counter",
+        "Delivery ledger records removed by retention.",
+    ),
+];
+
+/// HELP lines for every metric, and every counter at 0 from start-up (with its known label
+/// values), so that an alert on `increase(...)` sees the first event, and the build's info.
+fn describe_metrics() {
+    for (name, kind, help) in METRICS {
+        match *kind {
+            "counter" => metrics::describe_counter!(*name, *help),
+            "histogram" => metrics::describe_histogram!(*name, *help),
+            _ => metrics::describe_gauge!(*name, *help),
+        }
+    }
+    metrics::gauge!("switchboard_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    for name in [
+        "switchboard_rate_limit_redis_errors_total",
+        "switchboard_rate_limit_local_fallback_total",
+        "switchboard_webhook_endpoints_disabled_total",
+        "switchboard_webhook_deliveries_purged_total",
+    ] {
+        metrics::counter!(name).absolute(0);
+    }
+    for policy in ["reads", "sends", "tests"] {
+        metrics::counter!("switchboard_rate_limited_total", "policy" => policy).absolute(0);
+    }
+    for outcome in [
+        "delivered",
+        "retry",
+        "failed",
+        "retries_exhausted",
+        "interrupted",
+    ] {
+        metrics::counter!("switchboard_webhook_attempts_total", "outcome" => outcome).absolute(0);
+    }
+    for channel_type in switchboard_domain::channel::ChannelType::ALL {
+        let channel_type = channel_type.as_str();
+        metrics::counter!("switchboard_provider_callbacks_total", "channel_type" => channel_type)
+            .absolute(0);
+        for result in [
+            "accepted",
+            "rejected",
+            "unavailable",
+            "not_configured",
+            "unsupported",
+        ] {
+            metrics::counter!("switchboard_provider_sends_total", "channel_type" => channel_type, "result" => result)
+                .absolute(0);
+        }
+    }
+    metrics::gauge!("switchboard_webhook_deliveries_due").set(0.0);
+    metrics::gauge!("switchboard_webhook_oldest_due_seconds").set(0.0);
 }

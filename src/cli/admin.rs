@@ -14,7 +14,7 @@ use crate::ops::{self, OpError};
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::ChannelType;
 use switchboard_domain::event::Actor;
-use switchboard_domain::scope::ScopeSet;
+use switchboard_domain::scope::{Scope, ScopeSet};
 use switchboard_store::ApiKeyRecord;
 
 #[derive(Args, Debug)]
@@ -139,8 +139,8 @@ pub enum KeyCommand {
         /// A label for people.
         #[arg(long)]
         name: Option<String>,
-        /// Comma-separated scopes (e.g. channels:read,messages:write) or '*'. Without it, the
-        /// key has no scope list and acts as a wildcard key.
+        /// Comma-separated scopes (e.g. channels:read,messages:write), or '*' for a key that may
+        /// do everything. Required: a key never gets every scope by omission.
         #[arg(long)]
         scopes: Option<String>,
         /// When the key stops working (RFC 3339, e.g. 2027-01-01T00:00:00Z).
@@ -414,11 +414,20 @@ async fn key(rt: &Runtime, command: KeyCommand) -> Result<Output, OpError> {
             expires_at,
             default_channel,
         } => {
-            let scopes = scopes
-                .map(|s| {
-                    ScopeSet::parse_list(&s).map_err(|e| OpError::invalid(format!("--scopes: {e}")))
-                })
-                .transpose()?;
+            let Some(scopes) = scopes else {
+                return Err(OpError::invalid(format!(
+                    "--scopes is required: give the scopes the key needs (e.g. --scopes channels:read,messages:write), or --scopes '*' for a key that may do everything; the scopes are {}",
+                    Scope::ALL
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            };
+            let scopes = Some(
+                ScopeSet::parse_list(&scopes)
+                    .map_err(|e| OpError::invalid(format!("--scopes: {e}")))?,
+            );
             let expires_at = expires_at
                 .map(|s| {
                     Timestamp::parse_rfc3339(&s)

@@ -25,7 +25,8 @@ channel-aware message sending (WhatsApp Cloud API, Telegram, a sandbox), organiz
 webhooks with durable delivery, retries and a delivery ledger.\n\n\
 Every setting is an environment variable SWITCHBOARD_* (see the README) and may also be given in a TOML file \
 with --config; the environment wins.\n\n\
-Quick start:  switchboard serve --demo"
+Quick start:  switchboard serve --demo",
+    after_long_help = crate::config::help_text()
 )]
 pub struct Cli {
     /// A TOML configuration file (same settings as the SWITCHBOARD_* variables, lower-case, without the prefix).
@@ -49,6 +50,9 @@ pub enum Command {
     Migrate,
     /// Developer tools: organizations, channels, API keys and more, on the configured database.
     Admin(admin::AdminArgs),
+    /// Print every setting: its variable, its effective value (secrets hidden) and where the
+    /// value comes from (env, file or default); then the defaults with their meanings.
+    Config,
 }
 
 /// Parses the command line, runs it and returns the process exit code.
@@ -70,6 +74,9 @@ pub fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
+    if matches!(cli.command, Command::Config) {
+        return print_config(cli.config.as_deref());
+    }
     let config = match Config::load(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
@@ -102,12 +109,44 @@ async fn run(command: Command, config: Config) -> ExitCode {
                 println!("migrations applied ({})", rt.store.backend());
             }))
         }
+        Command::Config => print_config(None),
         Command::Admin(args) => {
             // The admin tools print results on stdout and errors on stderr; logs only when asked.
             if std::env::var_os("SWITCHBOARD_LOG").is_some() {
                 crate::telemetry::init_logging(&config);
             }
             admin::run(args, config).await
+        }
+    }
+}
+
+/// `switchboard config`.
+fn print_config(file: Option<&std::path::Path>) -> ExitCode {
+    match Config::effective(file) {
+        Ok(rows) => {
+            let width = rows.iter().map(|(n, _, _)| n.len()).max().unwrap_or(0);
+            for (name, value, source) in rows {
+                println!("{name:width$}  {value}  ({source})");
+            }
+            println!();
+            print!("{}", crate::config::help_text());
+            for (var, closest) in crate::config::unknown_variables(
+                std::env::vars()
+                    .map(|(k, _)| k)
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .map(String::as_str),
+            ) {
+                match closest {
+                    Some(c) => println!("warning: {var} is not a setting (did you mean {c}?)"),
+                    None => println!("warning: {var} is not a setting"),
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
         }
     }
 }

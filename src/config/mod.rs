@@ -16,7 +16,7 @@ pub use switchboard_store::DatabaseUrl;
 use crate::crypto::MasterKey;
 use switchboard_domain::time::format_duration;
 
-pub use settings::{SETTINGS, Setting, env_name};
+pub use settings::{SETTINGS, Setting, env_name, help_text, unknown_variables};
 pub use sources::parse_toml;
 use sources::{Sources, check_listen, parse_delays, parse_overrides, read_toml};
 
@@ -90,6 +90,31 @@ impl Config {
             None => None,
         };
         Config::from_sources(&env, file_values.as_ref(), file)
+    }
+
+    /// Every setting's effective raw value and where it came from (`env`, `file` or
+    /// `default`), secrets masked: what `switchboard config` prints.
+    pub fn effective(
+        file: Option<&Path>,
+    ) -> Result<Vec<(String, String, &'static str)>, ConfigError> {
+        let env: HashMap<String, String> = std::env::vars().collect();
+        let file_values = match file {
+            Some(path) => Some(read_toml(path)?),
+            None => None,
+        };
+        Ok(SETTINGS
+            .iter()
+            .map(|s| {
+                let (value, source) = match env.get(&env_name(s.name)) {
+                    Some(v) => (v.clone(), "env"),
+                    None => match file_values.as_ref().and_then(|f| f.get(s.name)) {
+                        Some(v) => (v.clone(), "file"),
+                        None => (s.default.to_owned(), "default"),
+                    },
+                };
+                (env_name(s.name), mask(s.name, &value), source)
+            })
+            .collect())
     }
 
     /// The defaults, as if nothing was set.
@@ -308,6 +333,23 @@ impl Config {
                     .join(","),
             ),
         ]
+    }
+}
+
+/// A value as `switchboard config` shows it: keys hidden, passwords in URLs hidden.
+fn mask(name: &str, value: &str) -> String {
+    if value.is_empty() {
+        return "(unset)".into();
+    }
+    if name.contains("key") || name.contains("secret") || name.contains("token") {
+        return "(set, hidden)".into();
+    }
+    match url::Url::parse(value) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => value.to_owned(),
     }
 }
 

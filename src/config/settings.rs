@@ -165,3 +165,94 @@ pub const SETTINGS: &[Setting] = &[
 pub fn env_name(setting: &str) -> String {
     format!("SWITCHBOARD_{}", setting.to_ascii_uppercase())
 }
+
+/// Variables with the prefix that are not settings: the configuration file's path, the
+/// `listen` command's key, and the variables of the project's own tests and benchmarks.
+fn is_not_a_setting(var: &str) -> bool {
+    matches!(var, "SWITCHBOARD_CONFIG" | "SWITCHBOARD_API_KEY")
+        || var.starts_with("SWITCHBOARD_TEST_")
+        || var.starts_with("SWITCHBOARD_BENCH_")
+}
+
+/// The `SWITCHBOARD_*` variables of `vars` that are no setting, each with the closest setting's
+/// variable when one is close (a typo), for a start-up warning.
+pub fn unknown_variables<'a>(
+    vars: impl IntoIterator<Item = &'a str>,
+) -> Vec<(String, Option<String>)> {
+    let known: Vec<String> = SETTINGS.iter().map(|s| env_name(s.name)).collect();
+    let mut unknown: Vec<(String, Option<String>)> = vars
+        .into_iter()
+        .filter(|v| v.starts_with("SWITCHBOARD_") && !is_not_a_setting(v))
+        .filter(|v| !known.iter().any(|k| k == v))
+        .map(|v| {
+            let closest = known
+                .iter()
+                .map(|k| (strsim::levenshtein(k, v), k))
+                .min()
+                .filter(|(d, k)| *d <= 3.max(k.len() / 5))
+                .map(|(_, k)| k.clone());
+            (v.to_owned(), closest)
+        })
+        .collect();
+    unknown.sort();
+    unknown
+}
+
+/// Every setting with its variable and default, for `--help`.
+pub fn help_text() -> String {
+    let mut out = String::from("Settings (environment variable, default: meaning):\n");
+    for s in SETTINGS {
+        let default = if s.default.is_empty() {
+            "unset"
+        } else {
+            s.default
+        };
+        out.push_str(&format!(
+            "  {} ({default}): {}\n",
+            env_name(s.name),
+            s.meaning
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typos_name_the_closest_setting_and_non_settings_are_left_alone() {
+        let found = unknown_variables([
+            "SWITCHBOARD_LISTEN",
+            "SWITCHBOARD_WEBHOOK_RETRY_DELAY",
+            "SWITCHBOARD_DATABSE_URL",
+            "SWITCHBOARD_TEST_POSTGRES_URL",
+            "SWITCHBOARD_CONFIG",
+            "SWITCHBOARD_API_KEY",
+            "SWITCHBOARD_COMPLETELY_DIFFERENT_THING",
+            "PATH",
+        ]);
+        assert_eq!(
+            found,
+            vec![
+                ("SWITCHBOARD_COMPLETELY_DIFFERENT_THING".to_owned(), None),
+                (
+                    "SWITCHBOARD_DATABSE_URL".to_owned(),
+                    Some("SWITCHBOARD_DATABASE_URL".to_owned())
+                ),
+                (
+                    "SWITCHBOARD_WEBHOOK_RETRY_DELAY".to_owned(),
+                    Some("SWITCHBOARD_WEBHOOK_RETRY_DELAYS".to_owned())
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_help_lists_every_setting() {
+        let help = help_text();
+        for s in SETTINGS {
+            assert!(help.contains(&env_name(s.name)), "{}", s.name);
+        }
+    }
+}

@@ -119,7 +119,8 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     };
     let decision = state.limiter.check(principal.key_id, class, limit).await;
     if !decision.allowed {
-        metrics::counter!("rate_limited_total", "policy" => class.policy()).increment(1);
+        metrics::counter!("switchboard_rate_limited_total", "policy" => class.policy())
+            .increment(1);
         let mut response =
             ApiError::rate_limited(class.policy(), decision.retry_after_secs).into_response();
         decision.apply(response.headers_mut());

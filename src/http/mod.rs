@@ -86,7 +86,7 @@ fn with_common_layers<S: Clone + Send + Sync + 'static>(
     routes
         .route_layer(middleware::from_fn(observe::mark_route))
         .fallback(|| async { ApiError::route_not_found() })
-        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .method_not_allowed_fallback(observe::method_not_allowed)
         .layer(DefaultBodyLimit::max(json::BODY_LIMIT))
         .layer(middleware::from_fn(move |req, next| {
             deadline::limit_body_time(body_deadline, req, next)

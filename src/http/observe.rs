@@ -28,6 +28,19 @@ pub async fn mark_route(req: Request, next: Next) -> Response {
     response
 }
 
+/// The 405 answer of a known route: labelled with the route's template, not `unmatched`
+/// (the method-not-allowed fallback is not wrapped by route layers).
+pub async fn method_not_allowed(path: Option<MatchedPath>) -> Response {
+    let mut response =
+        axum::response::IntoResponse::into_response(super::error::ApiError::method_not_allowed());
+    if let Some(p) = path {
+        response
+            .extensions_mut()
+            .insert(RouteTemplate(p.as_str().to_owned()));
+    }
+    response
+}
+
 /// Outer layer: every request gets an id, a span, a log line and metrics.
 pub async fn observe(req: Request, next: Next) -> Response {
     let id = request_id::from_headers(req.headers()).unwrap_or_else(request_id::generate);
@@ -51,15 +64,16 @@ pub async fn observe(req: Request, next: Next) -> Response {
         .map(|r| r.0.clone())
         .unwrap_or_else(|| "unmatched".to_owned());
     let status = response.status().as_u16();
-    metrics::counter!("http_requests_total", "method" => method.to_string(), "route" => route.clone(), "status" => status.to_string())
+    metrics::counter!("switchboard_http_requests_total", "method" => method.to_string(), "route" => route.clone(), "status" => status.to_string())
         .increment(1);
-    metrics::histogram!("http_request_duration_seconds", "method" => method.to_string(), "route" => route.clone())
+    metrics::histogram!("switchboard_http_request_duration_seconds", "method" => method.to_string(), "route" => route.clone())
         .record(elapsed.as_secs_f64());
     span.in_scope(|| {
         tracing::info!(
             status,
             route = %route,
-            latency_ms = (elapsed.as_secs_f64() * 1000.0),
+            // Milliseconds to the microsecond (no float noise such as 2.2863610000000003).
+            latency_ms = (elapsed.as_micros() as f64).round() / 1000.0,
             "request finished"
         )
     });

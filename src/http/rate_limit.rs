@@ -257,12 +257,12 @@ impl RateLimiter {
                         redis
                             .skip_until_ms
                             .store(now_ms + REDIS_BACKOFF_MS, Ordering::Relaxed);
-                        metrics::counter!("rate_limit_redis_errors_total").increment(1);
+                        metrics::counter!("switchboard_rate_limit_redis_errors_total").increment(1);
                         tracing::warn!(error = %e, "Redis rate limiting failed; using this instance's own limits for a few seconds");
                     }
                 }
             }
-            metrics::counter!("rate_limit_local_fallback_total").increment(1);
+            metrics::counter!("switchboard_rate_limit_local_fallback_total").increment(1);
         }
         self.check_local(key_id, class, limit)
     }

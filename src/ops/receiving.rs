@@ -61,7 +61,7 @@ pub async fn ingest(
     let outcome = store
         .record_provider_batch(batch, Box::new(batch_effects))
         .await?;
-    metrics::counter!("provider_callbacks_total", "channel_type" => channel.channel_type.as_str())
+    metrics::counter!("switchboard_provider_callbacks_total", "channel_type" => channel.channel_type.as_str())
         .increment(1);
     Ok(outcome)
 }

@@ -51,7 +51,7 @@ impl Purge {
             }
         }
         if deliveries > 0 || events > 0 {
-            metrics::counter!("webhook_deliveries_purged_total").increment(deliveries);
+            metrics::counter!("switchboard_webhook_deliveries_purged_total").increment(deliveries);
             tracing::info!(
                 deliveries,
                 events,

@@ -173,8 +173,28 @@ async fn revoked_expired_rotated_and_legacy_keys(backend: Backend) {
         .expect(200);
     assert_eq!(rotated["scopes"], json!(["*"]));
 
-    // A key created without a scope list acts as a wildcard key.
-    let unscoped = env.admin(&["key", "create", "--org", &org]).await;
+    // A key never gets every scope by omission: --scopes is required, '*' says so explicitly.
+    let refused = env.admin_raw(&["key", "create", "--org", &org]).await;
+    assert!(!refused.success);
+    assert!(
+        refused.stderr.contains("--scopes is required")
+            && refused.stderr.contains("messages:write"),
+        "{}",
+        refused.stderr
+    );
+    let typo = env
+        .admin_raw(&["key", "create", "--org", &org, "--scopes", "mesages:write"])
+        .await;
+    assert!(!typo.success);
+    assert!(
+        typo.stderr.contains("unknown scope `mesages:write`")
+            && typo.stderr.contains("webhooks:read"),
+        "the valid scopes are listed: {}",
+        typo.stderr
+    );
+    let unscoped = env
+        .admin(&["key", "create", "--org", &org, "--scopes", "*"])
+        .await;
     assert_eq!(unscoped["scopes"], json!(["*"]));
     server
         .get(path, unscoped["key"].as_str().unwrap())

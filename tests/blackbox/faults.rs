@@ -254,7 +254,7 @@ async fn redis_outage_falls_back_to_per_instance_limits() {
     );
     let metrics = server.call(Method::GET, "/metrics", None, None).await.text;
     assert!(
-        metrics.contains("rate_limit_redis_errors_total"),
+        metrics.contains("switchboard_rate_limit_redis_errors_total"),
         "{metrics}"
     );
     assert!(

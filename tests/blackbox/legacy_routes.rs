@@ -608,7 +608,9 @@ async fn legacy_routes_need_their_scopes_and_pre_scope_keys_are_wildcards(backen
     let imported = env
         .admin(&["key", "import-legacy", "--org", &org, "--key", legacy])
         .await;
-    let unscoped = env.admin(&["key", "create", "--org", &org]).await;
+    let unscoped = env
+        .admin(&["key", "create", "--org", &org, "--scopes", "*"])
+        .await;
     assert_eq!(unscoped["scopes"], json!(["*"]));
     let unscoped = unscoped["key"].as_str().unwrap().to_owned();
     for key in [legacy, unscoped.as_str()] {

@@ -18,6 +18,7 @@ mod initiation;
 mod integrator;
 mod ledger;
 mod legacy_routes;
+mod operators;
 mod ordering;
 mod org_data;
 mod org_features;

@@ -831,7 +831,14 @@ async fn org_data_is_isolated_between_organizations(backend: Backend) {
     add_user(&env, b.org_id, "shared@example.com", "owner").await;
     add_user(&env, a.org_id, "shared@example.com", "viewer").await;
     let b_only_key = env
-        .admin(&["key", "create", "--org", &b.org_id.to_string()])
+        .admin(&[
+            "key",
+            "create",
+            "--org",
+            &b.org_id.to_string(),
+            "--scopes",
+            "*",
+        ])
         .await;
     let server = env.start(&[]).await;
 

@@ -49,14 +49,18 @@ async fn health_ready_metrics_and_openapi_need_no_key(backend: Backend) {
         .call(Method::GET, "/metrics", None, None)
         .await
         .expect(200);
-    assert!(m.text.contains("http_requests_total"), "{}", m.text);
+    assert!(
+        m.text.contains("switchboard_http_requests_total"),
+        "{}",
+        m.text
+    );
     assert!(
         m.text.contains("route=\"/healthz\""),
         "metrics are labelled by route: {}",
         m.text
     );
     assert!(
-        m.text.contains("http_request_duration_seconds"),
+        m.text.contains("switchboard_http_request_duration_seconds"),
         "{}",
         m.text
     );
@@ -256,6 +260,8 @@ async fn admin_tools_print_one_json_object_and_refuse_bad_input(backend: Backend
             &org_id,
             "--default-channel",
             &foreign["id"].to_string(),
+            "--scopes",
+            "*",
         ])
         .await;
     assert!(
@@ -276,6 +282,8 @@ async fn admin_tools_print_one_json_object_and_refuse_bad_input(backend: Backend
             &org_id,
             "--default-channel",
             &own["id"].to_string(),
+            "--scopes",
+            "*",
         ])
         .await;
     assert_eq!(k["default_channel_id"], own["id"]);

@@ -5,7 +5,7 @@
 //!
 //! The traffic is paced (`SWITCHBOARD_SOAK_RATE` requests per second in all, 100 by default),
 //! below the service's capacity, so that a queue that grows is a defect and not an overload;
-//! the webhook backlog (`webhook_deliveries_due` from `/metrics`) is sampled as it runs.
+//! the webhook backlog (`switchboard_webhook_deliveries_due` from `/metrics`) is sampled as it runs.
 //!
 //! By hand, for the figures in docs/operations.md:
 //! `SWITCHBOARD_SOAK_SECONDS=600 cargo test --release --test blackbox soak -- --nocapture`
@@ -257,7 +257,7 @@ async fn soak_mixed_traffic_stays_healthy() {
     );
 }
 
-/// The `webhook_deliveries_due` gauge from `/metrics`.
+/// The `switchboard_webhook_deliveries_due` gauge from `/metrics`.
 async fn due_deliveries(server: &crate::support::Server) -> Option<f64> {
     let text = server
         .client
@@ -269,7 +269,7 @@ async fn due_deliveries(server: &crate::support::Server) -> Option<f64> {
         .await
         .ok()?;
     text.lines()
-        .find(|l| l.starts_with("webhook_deliveries_due "))?
+        .find(|l| l.starts_with("switchboard_webhook_deliveries_due "))?
         .split_whitespace()
         .nth(1)?
         .parse()

@@ -70,7 +70,7 @@ impl Serialize for Scope {
 
 /// A scope name that is not in the catalogue.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown scope `{0}`")]
+#[error("unknown scope `{0}`; the scopes are {all}, or '*' for all", all = Scope::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))]
 pub struct UnknownScope(pub String);
 
 /// What a key may do: everything (`*`, and keys from before scopes existed) or a set of scopes.

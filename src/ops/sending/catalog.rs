@@ -231,7 +231,7 @@ pub async fn send_catalog(
     // The provider call: no transaction is open.
     let started = std::time::Instant::now();
     let outcome = provider.send(&recipient, &content).await;
-    metrics::histogram!("provider_send_duration_seconds", "channel_type" => channel.channel_type.as_str())
+    metrics::histogram!("switchboard_provider_send_duration_seconds", "channel_type" => channel.channel_type.as_str())
         .record(started.elapsed().as_secs_f64());
     let (status, provider_message_id, error) = match classify_outcome(&outcome, &channel) {
         Ok(x) => x,

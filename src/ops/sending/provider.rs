@@ -21,7 +21,7 @@ pub(crate) fn classify_outcome(
         Err(ProviderError::NotConfigured(_)) => "not_configured",
         Err(ProviderError::Unsupported(_)) => "unsupported",
     };
-    metrics::counter!("provider_sends_total", "channel_type" => channel.channel_type.as_str(), "result" => result).increment(1);
+    metrics::counter!("switchboard_provider_sends_total", "channel_type" => channel.channel_type.as_str(), "result" => result).increment(1);
     match outcome {
         Ok(accepted) => Ok((
             accepted.status,

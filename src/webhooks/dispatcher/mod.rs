@@ -323,12 +323,12 @@ impl Dispatcher {
                     rand::random::<f64>(),
                     now,
                 );
-                metrics::counter!("webhook_attempts_total", "outcome" => outcome_label(&disposition))
+                metrics::counter!("switchboard_webhook_attempts_total", "outcome" => outcome_label(&disposition))
                     .increment(1);
-                metrics::histogram!("webhook_attempt_duration_seconds")
+                metrics::histogram!("switchboard_webhook_attempt_duration_seconds")
                     .record(clock_start.elapsed().as_secs_f64());
                 if disposition == Disposition::Delivered {
-                    metrics::histogram!("webhook_delivery_lag_seconds")
+                    metrics::histogram!("switchboard_webhook_delivery_lag_seconds")
                         .record(now.since(d.event.occurred_at).as_secs_f64());
                 }
                 (

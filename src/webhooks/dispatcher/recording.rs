@@ -6,7 +6,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use switchboard_store::SharedStore;
-use switchboard_store::webhooks::{AttemptOutcome, AttemptRecorded, ClaimedDelivery, Disposition};
+use switchboard_store::webhooks::{
+    AttemptOutcome, AttemptRecorded, ClaimedDelivery, DeliveryStatus, Disposition,
+};
 
 use super::{Dispatcher, RECORD_BATCH};
 
@@ -26,11 +28,23 @@ impl Dispatcher {
                 endpoint_disabled,
             }) => {
                 tracing::debug!(delivery_id = %d.uuid, attempt = d.attempt, status = %status, "delivery attempt recorded");
-                if endpoint_disabled {
-                    metrics::counter!("webhook_endpoints_disabled_total").increment(1);
+                let endpoint_uuid = d.endpoint.as_ref().map(|e| e.uuid.to_string());
+                if status == DeliveryStatus::RetriesExhausted {
+                    // Never the URL (its query may hold a token) nor a secret.
                     tracing::warn!(
-                        endpoint_uuid = ?d.endpoint.as_ref().map(|e| e.uuid),
-                        "webhook endpoint disabled after consecutive failed deliveries"
+                        delivery_id = %d.uuid,
+                        endpoint_uuid = endpoint_uuid.as_deref().unwrap_or("-"),
+                        event = %d.event.name,
+                        attempts = d.attempt,
+                        "webhook delivery exhausted its retries"
+                    );
+                }
+                if endpoint_disabled {
+                    metrics::counter!("switchboard_webhook_endpoints_disabled_total").increment(1);
+                    tracing::error!(
+                        endpoint_uuid = endpoint_uuid.as_deref().unwrap_or("-"),
+                        reason = %format!("{} consecutive failed deliveries", self.disable_after),
+                        "webhook endpoint disabled automatically"
                     );
                 }
             }
