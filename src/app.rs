@@ -406,7 +406,7 @@ async fn seed_demo(rt: &Runtime, addr: std::net::SocketAddr) -> anyhow::Result<(
     )
     .await?;
     println!(
-        "Demo data created: organization {} (id {}), sandbox channel `{}` (id {}), and this API key (shown once):\n\n  {}\n\nTry it:\n\n  curl -s {base}/api/v1/integrations/channels -H 'Authorization: Bearer {}'\n",
+        "Demo data created: organization {} (id {}), sandbox channel `{}` (id {}), and this API key (shown once):\n\n  {}\n\nTry it:\n\n  export KEY={}\n  curl -s {base}/api/v1/integrations/channels -H \"Authorization: Bearer $KEY\"\n",
         org.name, org.id, channel.slug, channel.id, key.token, key.token
     );
     demo_banner();

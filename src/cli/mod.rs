@@ -6,6 +6,7 @@ pub mod admin_master_key;
 pub mod admin_messaging;
 pub mod admin_templates;
 pub mod admin_users;
+pub mod listen;
 pub mod wording;
 
 use std::path::PathBuf;
@@ -50,6 +51,9 @@ pub enum Command {
     Migrate,
     /// Developer tools: organizations, channels, API keys and more, on the configured database.
     Admin(admin::AdminArgs),
+    /// Forward the events of a running server to a local URL, signed with a session secret
+    /// (the local webhook loop; needs a key with webhooks:read).
+    Listen(listen::ListenArgs),
     /// Print every setting: its variable, its effective value (secrets hidden) and where the
     /// value comes from (env, file or default); then the defaults with their meanings.
     Config,
@@ -74,9 +78,23 @@ pub fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    if matches!(cli.command, Command::Config) {
-        return print_config(cli.config.as_deref());
-    }
+    let command = match cli.command {
+        Command::Config => return print_config(cli.config.as_deref()),
+        Command::Listen(args) => {
+            // A client of a server: no database, no settings.
+            return match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(listen::run(args)),
+                Err(e) => {
+                    eprintln!("error: cannot start the async runtime: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        other => other,
+    };
     let config = match Config::load(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
@@ -94,7 +112,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(cli.command, config))
+    runtime.block_on(run(command, config))
 }
 
 async fn run(command: Command, config: Config) -> ExitCode {
@@ -109,7 +127,9 @@ async fn run(command: Command, config: Config) -> ExitCode {
                 println!("migrations applied ({})", rt.store.backend());
             }))
         }
-        Command::Config => print_config(None),
+        Command::Config | Command::Listen(_) => {
+            unreachable!("handled before the configuration is loaded")
+        }
         Command::Admin(args) => {
             // The admin tools print results on stdout and errors on stderr; logs only when asked.
             if std::env::var_os("SWITCHBOARD_LOG").is_some() {

@@ -210,6 +210,8 @@ async fn admin_key_list_and_default_channels(backend: Backend) {
             &org,
             "--default-channel",
             &leads["id"].to_string(),
+            "--scopes",
+            "*",
         ])
         .await;
     assert!(!refused.success);

@@ -17,6 +17,7 @@ both_backends!(
     contacts_are_listed_and_read_through_v1,
     the_demo_accepts_local_webhook_targets,
     unsafe_urls_say_how_to_allow_local_targets,
+    listen_forwards_signed_events_and_resumes,
 );
 
 async fn contacts_are_listed_and_read_through_v1(backend: Backend) {
@@ -199,4 +200,134 @@ async fn unsafe_urls_say_how_to_allow_local_targets(backend: Backend) {
     )
     .await
     .expect(201);
+}
+
+/// A free port on 127.0.0.1 (bound and released), so a restarted server can take it again.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `switchboard listen`: events forwarded to a local URL, signed with the printed session
+/// secret; a server restart loses nothing (it resumes from the last event); Ctrl-C stops it.
+async fn listen_forwards_signed_events_and_resumes(backend: Backend) {
+    use tokio::io::AsyncBufReadExt;
+
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let addr = format!("127.0.0.1:{}", free_port());
+    let config = [
+        ("SWITCHBOARD_LISTEN", addr.as_str()),
+        ("SWITCHBOARD_RATE_LIMIT_SENDS", "1000"),
+    ];
+    let mut server = env.start(&config).await;
+    let rx = Receiver::start().await;
+    let mut child = tokio::process::Command::new(crate::support::BIN)
+        .args([
+            "listen",
+            "--forward-to",
+            &rx.url("/local"),
+            "--server",
+            &server.base,
+            "--events",
+            "message.*",
+        ])
+        .env("SWITCHBOARD_API_KEY", &seed.key)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let secret = loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("listen prints its secret")
+            .unwrap()
+            .expect("a line");
+        if let Some(at) = line.find("whsec_") {
+            break line[at..].trim().to_owned();
+        }
+    };
+    // The stream starts with new events: wait until listen is connected (a first event
+    // forwarded) before counting.
+    let wait = std::time::Duration::from_secs(30);
+    let mut sent = 0;
+    loop {
+        send(
+            &server,
+            &seed.key,
+            "+4915123496001",
+            &format!("hello {sent}"),
+        )
+        .await;
+        sent += 1;
+        let got = tokio::time::timeout(std::time::Duration::from_millis(700), async {
+            rx.wait_for("/local", 1, wait).await
+        })
+        .await;
+        if got.is_ok() {
+            break;
+        }
+        assert!(sent < 40, "listen never forwarded an event");
+    }
+    let first = &rx.requests("/local")[0];
+    assert_eq!(first.event(), "message.sent");
+    assert!(
+        crate::webhooks::signed_by(&secret, first),
+        "signed with the session secret"
+    );
+    assert!(
+        first
+            .header("webhook-signature")
+            .unwrap()
+            .starts_with("v1,")
+    );
+    assert_eq!(first.json()["event"], "message.sent");
+
+    // The server goes away (kill -9) and comes back on the same address; events written before
+    // listen reconnects are forwarded too, once each.
+    let before = rx.requests("/local").len();
+    server.kill().await;
+    let server = env.start(&config).await;
+    send(&server, &seed.key, "+4915123496001", "while reconnecting").await;
+    let got = rx
+        .wait_until(wait, |rs| {
+            rs.iter().any(|r| {
+                r.path == "/local"
+                    && r.json()["data"]["message"]["text"]["body"] == "while reconnecting"
+            })
+        })
+        .await;
+    let after: Vec<_> = got.iter().filter(|r| r.path == "/local").collect();
+    assert!(after.len() > before);
+    let mut ids: Vec<String> = after
+        .iter()
+        .map(|r| {
+            r.json()["metadata"]["event_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "no event forwarded twice");
+
+    // Ctrl-C stops it cleanly.
+    let pid = child.id().unwrap();
+    std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(wait, child.wait())
+        .await
+        .expect("listen exits on Ctrl-C")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    drop(server);
 }

@@ -22,6 +22,7 @@ mod operators;
 mod ordering;
 mod org_data;
 mod org_features;
+mod readme;
 mod recovery;
 mod scale;
 mod sending;

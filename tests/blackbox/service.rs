@@ -198,9 +198,11 @@ async fn admin_tools_print_one_json_object_and_refuse_bad_input(backend: Backend
             &org_id,
             "--expires-at",
             "next tuesday",
+            "--scopes",
+            "*",
         ],
-        &["key", "create", "--org", "999999"],
-        &["key", "create", "--org", "abc"],
+        &["key", "create", "--org", "999999", "--scopes", "*"],
+        &["key", "create", "--org", "abc", "--scopes", "*"],
         &["key", "revoke", "999999"],
         &["key", "rotate", "999999"],
         &[
