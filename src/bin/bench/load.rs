@@ -47,7 +47,7 @@ impl Req {
         }
     }
 
-    async fn send(self, client: &reqwest::Client) -> Result<u16, reqwest::Error> {
+    pub async fn send(self, client: &reqwest::Client) -> Result<u16, reqwest::Error> {
         let builder = match self {
             Req::Get { url, key } => {
                 let b = client.get(url);

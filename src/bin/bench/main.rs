@@ -5,9 +5,12 @@
 //!
 //! ```sh
 //! cargo run --release --bin bench -- --backend both --duration 10s --connections 32
+//! cargo run --release --bin bench -- --scenario recovery    # feed pages and a recovery
+//! cargo run --release --bin bench -- --scenario ordering    # per_contact vs unordered
 //! ```
 
 mod load;
+mod outage;
 mod receiver;
 mod report;
 mod server;
@@ -57,6 +60,25 @@ pub struct Args {
     /// The server binary (default: `switchboard` beside this binary, built with --release).
     #[arg(long)]
     pub server_bin: Option<PathBuf>,
+    /// standard (rates, latencies, deliveries), recovery (feed pages and a recovery over kept
+    /// events) or ordering (per_contact against unordered deliveries).
+    #[arg(long, default_value = "standard")]
+    pub scenario: String,
+    /// recovery: events kept in the database.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub kept_events: i64,
+    /// recovery: the newest kept events the recovery re-queues.
+    #[arg(long, default_value_t = 100_000)]
+    pub recovery_events: i64,
+    /// recovery: feed pages of 1 000 read from the oldest event.
+    #[arg(long, default_value_t = 100)]
+    pub feed_pages: usize,
+    /// ordering: contacts the sends go to.
+    #[arg(long, default_value_t = 1000)]
+    pub contacts: usize,
+    /// ordering: messages per contact.
+    #[arg(long, default_value_t = 10)]
+    pub events_per_contact: usize,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -86,6 +108,31 @@ async fn run(args: Args) -> anyhow::Result<()> {
         other => anyhow::bail!("--backend: expected sqlite, postgres or both, got {other}"),
     };
     let bin = server::server_binary(args.server_bin.clone())?;
+    if args.scenario != "standard" {
+        let mut all = serde_json::Map::new();
+        for backend in backends {
+            eprintln!("== {} ({})", backend.name(), args.scenario);
+            let value = match args.scenario.as_str() {
+                "recovery" => serde_json::to_value(outage::recovery(&args, &bin, backend).await?)?,
+                "ordering" => serde_json::to_value(outage::ordering(&args, &bin, backend).await?)?,
+                other => anyhow::bail!(
+                    "--scenario: expected standard, recovery or ordering, got {other}"
+                ),
+            };
+            println!(
+                "{}: {}",
+                backend.name(),
+                serde_json::to_string_pretty(&value)?
+            );
+            all.insert(backend.name().to_owned(), value);
+        }
+        if let Some(dir) = args.json.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&args.json, serde_json::to_vec_pretty(&all)?)?;
+        eprintln!("results written to {}", args.json.display());
+        return Ok(());
+    }
     let mut report = Report::new(&args);
     for backend in backends {
         eprintln!("== {}", backend.name());
