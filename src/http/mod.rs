@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod channels;
+pub mod console;
 pub mod contacts;
 pub mod cursor;
 pub mod deadline;
@@ -71,6 +72,7 @@ pub fn router(state: AppState) -> Router {
     let routes = Router::new()
         .merge(authenticated_routes(&state))
         .merge(health::router())
+        .merge(console::router())
         .merge(inbound::router())
         .merge(openapi::router());
     let body_deadline = state.config.http_body_timeout;

@@ -47,6 +47,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
         super::inbound::InboundApi::openapi(),
         super::webhooks::WebhooksApi::openapi(),
         super::health::HealthApi::openapi(),
+        super::console::ConsoleApi::openapi(),
         super::legacy::LegacyApi::openapi(),
         OpenApiDocApi::openapi(),
     ] {

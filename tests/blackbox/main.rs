@@ -11,6 +11,7 @@ mod support;
 // Areas.
 mod auth;
 mod channels;
+mod console;
 mod event_feed;
 mod faults;
 mod idempotency;

@@ -1,0 +1,124 @@
+//! The developer console in a real browser (Debian's headless Chromium, driven by
+//! playwright-core from tests/verifiers): sign in, create an endpoint, send a message, see
+//! its delivery with its attempt, retry it. Screenshots are kept in
+//! `target/console-screenshots/<backend>/`. Also: the console's security headers.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reqwest::Method;
+
+use crate::both_backends;
+use crate::receivers::Receiver;
+use crate::support::{Backend, TestEnv};
+use crate::webhooks::fast;
+
+both_backends!(the_console_works_in_a_real_browser);
+
+async fn the_console_works_in_a_real_browser(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let mut config = fast();
+    config.push(("SWITCHBOARD_RATE_LIMIT_SENDS", "1000"));
+    let server = env.start(&config).await;
+
+    // Loads without a key, with strict headers.
+    let page = server
+        .call(Method::GET, "/console", None, None)
+        .await
+        .expect(200);
+    let csp = page.header("content-security-policy").unwrap();
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(directive), "{csp}");
+    }
+    assert!(!csp.contains("unsafe-inline"));
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert!(page.text.contains("/console/app.js"));
+
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let verifiers = root.join("tests/verifiers");
+    assert!(
+        verifiers.join("node_modules/playwright-core").exists(),
+        "playwright-core is missing: run `npm ci --prefix tests/verifiers` (.ci/run does)"
+    );
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "Debian's chromium is missing: apt-get install chromium (.ci/run does)"
+    );
+    let out = root.join(format!(
+        "target/console-screenshots/{}",
+        match backend {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    ));
+    std::fs::create_dir_all(&out).unwrap();
+    let rx = Receiver::start().await;
+    let run = tokio::time::timeout(
+        Duration::from_secs(180),
+        tokio::process::Command::new("node")
+            .arg(verifiers.join("console.js"))
+            .arg(&server.base)
+            .arg(&seed.key)
+            .arg(rx.url("/from-console"))
+            .arg(&out)
+            .current_dir(&verifiers)
+            .output(),
+    )
+    .await
+    .expect("the browser test finishes")
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "console.js failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap()).expect("one JSON line");
+    eprintln!("console ({backend:?}): {report}");
+    assert!(report["attempts"].as_u64().unwrap() >= 1, "{report}");
+    assert!(
+        report["first_attempt"].as_str().unwrap().contains("200"),
+        "{report}"
+    );
+    assert_eq!(report["key_in_url"], false, "the key is never in a URL");
+    assert_eq!(
+        report["other_origins"],
+        serde_json::json!([]),
+        "no external resource"
+    );
+    assert_eq!(report["console_errors"], serde_json::json!([]), "{report}");
+    for shot in [
+        "1-sign-in",
+        "2-channels",
+        "3-endpoint-created",
+        "4-sent",
+        "5-delivery",
+        "6-retried",
+        "7-narrow-messages",
+    ] {
+        let f = out.join(format!("{shot}.png"));
+        assert!(
+            std::fs::metadata(&f)
+                .map(|m| m.len() > 1000)
+                .unwrap_or(false),
+            "{}",
+            f.display()
+        );
+    }
+    // The message was delivered, then redelivered by the retry.
+    let got = rx
+        .wait_for("/from-console", 2, Duration::from_secs(30))
+        .await;
+    assert!(got.iter().all(|r| r.event() == "message.sent"));
+    assert!(
+        !server.logs().contains(&seed.key),
+        "the key is never logged"
+    );
+}

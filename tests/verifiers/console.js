@@ -1,0 +1,104 @@
+// Drives the console in Debian's headless Chromium (playwright-core, no downloaded browser):
+// sign in, create an endpoint, send a message, find its delivery in the ledger with its
+// attempt, retry it; screenshots at each step. Prints one JSON line of measurements.
+//
+//   node console.js BASE_URL API_KEY RECEIVER_URL OUT_DIR
+"use strict";
+const { chromium } = require("playwright-core");
+const path = require("path");
+
+const [base, key, receiver, out] = process.argv.slice(2);
+const shot = (page, name) => page.screenshot({ path: path.join(out, name + ".png"), fullPage: true });
+
+(async () => {
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-dev-shm-usage"],
+  });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  const requested = [];
+  const consoleErrors = [];
+  page.on("request", (r) => requested.push(r.url()));
+  page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
+  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+
+  await page.goto(base + "/console", { waitUntil: "load" });
+  await page.waitForFunction(() => performance.getEntriesByType("paint").length > 0, null, { timeout: 5000 })
+    .catch(() => {});
+  const timing = await page.evaluate(() => {
+    const paint = performance.getEntriesByType("paint").find((p) => p.name === "first-contentful-paint")
+      || performance.getEntriesByType("paint")[0];
+    const nav = performance.getEntriesByType("navigation")[0];
+    const resources = performance.getEntriesByType("resource");
+    const bytes = (nav ? nav.transferSize : 0) + resources.reduce((n, r) => n + (r.transferSize || 0), 0);
+    const body = (nav ? nav.encodedBodySize : 0) + resources.reduce((n, r) => n + (r.encodedBodySize || 0), 0);
+    return { first_paint_ms: paint ? paint.startTime : null, transfer_bytes: bytes, body_bytes: body };
+  });
+  await shot(page, "1-sign-in");
+
+  // Sign in with the keyboard.
+  await page.focus("#key");
+  await page.keyboard.type(key);
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("nav:not([hidden])");
+  await page.waitForSelector("table");
+  await shot(page, "2-channels");
+
+  // Create an endpoint; its secret is shown once.
+  await page.click('nav a[data-view="endpoints"]');
+  await page.fill("#ep-name", "Browser test");
+  await page.fill("#ep-url", receiver);
+  await page.fill("#ep-events", "message.*");
+  await page.click('#endpoint-form button[type="submit"]');
+  const secret = await page.textContent("#shown-secret");
+  if (!/^whsec_/.test(secret)) throw new Error("no secret shown: " + secret);
+  await page.waitForSelector(".endpoint");
+  await shot(page, "3-endpoint-created");
+
+  // Send a message.
+  await page.click('nav a[data-view="send"]');
+  await page.fill("#send-phone", "+4915123456789");
+  await page.fill("#send-message", "Sent from the console test");
+  await page.click('#send-form button[type="submit"]');
+  await page.waitForSelector("#send-result, #view .error");
+  if (!(await page.locator("#send-result").count())) throw new Error("the send failed: " + await page.textContent("#view .error"));
+  await shot(page, "4-sent");
+
+  // The delivery in the ledger, delivered, with its attempt; then retry it.
+  await page.click('nav a[data-view="deliveries"]');
+  let delivered = false;
+  for (let i = 0; i < 100 && !delivered; i++) {
+    await page.waitForSelector("table, .empty");
+    delivered = await page.locator("tr.clickable", { hasText: "message.sent" }).filter({ hasText: "delivered" }).count() > 0;
+    if (!delivered) {
+      await page.waitForTimeout(200);
+      await page.click('button:has-text("Refresh")');
+    }
+  }
+  if (!delivered) throw new Error("the delivery never showed as delivered");
+  await page.locator("tr.clickable", { hasText: "message.sent" }).filter({ hasText: "delivered" }).first().click();
+  await page.waitForSelector("#delivery-detail");
+  const attempts = await page.locator("#delivery-detail tbody tr").count();
+  const firstAttempt = await page.textContent("#delivery-detail tbody tr");
+  await shot(page, "5-delivery");
+  await page.click("#retry");
+  await page.waitForSelector("#toast:not([hidden])");
+  const toastText = await page.textContent("#toast");
+  if (!/Redelivery queued/.test(toastText)) throw new Error("retry: " + toastText);
+  await shot(page, "6-retried");
+
+  // A narrow screen still works.
+  await page.setViewportSize({ width: 380, height: 800 });
+  await page.click('nav a[data-view="messages"]');
+  await page.waitForSelector("table");
+  await shot(page, "7-narrow-messages");
+
+  const keyInUrl = requested.some((u) => u.includes(key));
+  const elsewhere = requested.filter((u) => !u.startsWith(base));
+  console.log(JSON.stringify({
+    ...timing, attempts, first_attempt: firstAttempt, key_in_url: keyInUrl,
+    other_origins: elsewhere, console_errors: consoleErrors, requests: requested.length,
+  }));
+  await browser.close();
+})().catch((e) => { console.error(e && e.stack || String(e)); process.exit(1); });
