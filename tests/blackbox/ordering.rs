@@ -59,7 +59,9 @@ async fn one_contacts_failure_holds_only_its_own_later_deliveries(backend: Backe
     let config = settings(&[
         (
             "SWITCHBOARD_WEBHOOK_RETRY_DELAYS",
-            "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms",
+            // Long enough that A's head is still retrying when B's have arrived, also on a
+            // busy machine (it holds A's chain only while it retries).
+            "400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms,400ms",
         ),
         ("SWITCHBOARD_WEBHOOK_DISABLE_AFTER", "100"),
     ]);

@@ -116,7 +116,7 @@ pub(super) mod dialect {
     /// (`$2` is the position's txid, always 0 here). Filters and the order follow.
     pub const FEED_SELECT: &str =
         "SELECT 0 AS txid, id, envelope, uuid, org_id, name, data, channel, occurred_at
-         FROM events WHERE test = 0 AND name <> 'integration.test' AND org_id = ";
+         FROM events WHERE NOT test AND name <> 'integration.test' AND org_id = ";
     pub const FEED_ORDER: &str = " ORDER BY id";
 
     /// The feed's position condition.

@@ -7,7 +7,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::Conn;
+use super::{Conn, Db};
 use crate::StoreResult;
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::NewEvent;
@@ -147,6 +147,37 @@ pub(in super::super) async fn insert_delivery(
     .execute(&mut *conn)
     .await?;
     Ok(due)
+}
+
+/// Inserts unordered deliveries (no `order_key`: no chain to number), due now, in one
+/// statement per 500 rows: a recovery page is one round trip, not one per event.
+pub(in super::super) async fn insert_unordered_deliveries(
+    conn: &mut Conn,
+    ds: &[NewDelivery<'_>],
+) -> StoreResult<()> {
+    for chunk in ds.chunks(500) {
+        let mut qb = sqlx::QueryBuilder::<Db>::new(
+            "INSERT INTO webhook_deliveries (uuid, org_id, event_id, endpoint_id, event_name, status, attempts,
+                                             due_at, next_attempt_at, created_at, updated_at, trigger) ",
+        );
+        qb.push_values(chunk, |mut b, d| {
+            debug_assert!(d.order_key.is_none());
+            b.push_bind(d.uuid)
+                .push_bind(d.org_id)
+                .push_bind(d.event_id)
+                .push_bind(d.endpoint_id)
+                .push_bind(d.event_name)
+                .push("'pending'")
+                .push("0")
+                .push_bind(d.now)
+                .push_bind(d.now)
+                .push_bind(d.now)
+                .push_bind(d.now)
+                .push_bind(d.trigger);
+        });
+        qb.build().execute(&mut *conn).await?;
+    }
+    Ok(())
 }
 
 /// Inserts an outbox event and one delivery per active endpoint of its organization whose

@@ -9,7 +9,7 @@ use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::fan_out::{NewDelivery, insert_delivery};
+use super::fan_out::{NewDelivery, insert_delivery, insert_unordered_deliveries};
 use super::{Backend, Db, dialect, push_in_list};
 use crate::StoreResult;
 use crate::recovery::*;
@@ -245,21 +245,19 @@ impl RecoveryStore for Backend {
             "SELECT id, name, data, occurred_at FROM events
              WHERE org_id = ",
         );
+        // `NOT test` as the partial index `events_org_window` says it (a bound `false` would
+        // not let the planner use it).
         qb.push_bind(p.org_id)
-            .push(" AND test = ")
-            .push_bind(false)
-            .push(" AND name <> 'integration.test' AND occurred_at >= ")
+            .push(" AND NOT test AND name <> 'integration.test' AND occurred_at >= ")
             .push_bind(p.since)
             .push(" AND occurred_at < ")
             .push_bind(p.until);
         if let (Some(at), Some(id)) = (p.cursor_at, p.cursor_id) {
-            qb.push(" AND (occurred_at > ")
+            qb.push(" AND (occurred_at, id) > (")
                 .push_bind(at)
-                .push(" OR (occurred_at = ")
-                .push_bind(at)
-                .push(" AND id > ")
+                .push(", ")
                 .push_bind(id)
-                .push("))");
+                .push(")");
         }
         qb.push(" ORDER BY occurred_at, id LIMIT ").push_bind(page);
         let events: Vec<WindowEvent> = qb.build_query_as().fetch_all(&mut *tx).await?;
@@ -288,23 +286,28 @@ impl RecoveryStore for Backend {
         }
         let ordering = EndpointOrdering::parse(&target.ordering).unwrap_or_default();
         let mut queued = 0i64;
+        // Unordered deliveries in one statement; ordered ones one by one (each is numbered in
+        // its contact's chain).
+        let mut unordered = Vec::new();
         for e in matching.iter().filter(|e| !have.contains(&e.id)) {
-            insert_delivery(
-                &mut tx,
-                &NewDelivery {
-                    uuid: Uuid::now_v7(),
-                    org_id: p.org_id,
-                    event_id: e.id,
-                    endpoint_id: p.endpoint_id,
-                    event_name: &e.name,
-                    trigger: "recovery",
-                    order_key: ordering.order_key(&e.data.0),
-                    now,
-                },
-            )
-            .await?;
+            let d = NewDelivery {
+                uuid: Uuid::now_v7(),
+                org_id: p.org_id,
+                event_id: e.id,
+                endpoint_id: p.endpoint_id,
+                event_name: &e.name,
+                trigger: "recovery",
+                order_key: ordering.order_key(&e.data.0),
+                now,
+            };
+            if d.order_key.is_some() {
+                insert_delivery(&mut tx, &d).await?;
+            } else {
+                unordered.push(d);
+            }
             queued += 1;
         }
+        insert_unordered_deliveries(&mut tx, &unordered).await?;
         if queued > 0 {
             tx.deliveries_scheduled();
         }
