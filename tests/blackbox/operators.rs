@@ -15,6 +15,7 @@ both_backends!(
     metrics_follow_prometheus_conventions,
     exhausted_deliveries_and_automatic_disabling_are_logged,
     settings_are_listed_and_typos_are_warned_about,
+    transport_errors_have_the_json_error_body,
 );
 
 async fn metrics(server: &Server) -> String {
@@ -199,4 +200,49 @@ async fn settings_are_listed_and_typos_are_warned_about(backend: Backend) {
         "{logs}"
     );
     assert!(!logs.contains("SWITCHBOARD_TEST_SOMETHING"), "{logs}");
+}
+
+/// A raw request on a new connection; the whole answer as text.
+async fn raw(server: &Server, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = server.base.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(request).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn transport_errors_have_the_json_error_body(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let server = env.start(&[]).await;
+    let big = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(70_000)
+    );
+    for (request, status, code) in [
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Bad: a\rb\r\n\r\n".to_vec(),
+            "400",
+            "invalid_request",
+        ),
+        (big.into_bytes(), "431", "headers_too_large"),
+    ] {
+        let answer = raw(&server, &request).await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{answer}"
+        );
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains("content-type: application/json"), "{head}");
+        let json: serde_json::Value = serde_json::from_str(body).expect("a JSON body");
+        assert_eq!(json["error"]["code"], code);
+        let id = json["error"]["request_id"].as_str().unwrap();
+        assert!(head.contains(&format!("x-request-id: {id}")), "{head}");
+    }
+    // The server is unharmed.
+    server
+        .call(Method::GET, "/healthz", None, None)
+        .await
+        .expect(200);
 }
