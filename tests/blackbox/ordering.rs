@@ -171,7 +171,31 @@ async fn a_permanent_failure_leaves_a_gap_in_the_sequence(backend: Backend) {
     };
     let api = Api::new(&server, &seed.key);
     let rx = Receiver::start().await;
-    let ordered = per_contact_endpoint(&api, &rx.url("/ordered")).await;
+    // `ordering` on create too (and in the list); an unknown value is a 422 naming it.
+    let created = server
+        .post(
+            "/api/v1/integrations/webhook-endpoints",
+            &seed.key,
+            &json!({"url": rx.url("/ordered"), "events": ["message.sent"], "ordering": "per_contact"}),
+        )
+        .await
+        .expect(201);
+    assert_eq!(created.body["ordering"], "per_contact");
+    let ordered = created.body["uuid"].as_str().unwrap().to_owned();
+    let list = server
+        .get("/api/v1/integrations/webhook-endpoints", &seed.key)
+        .await
+        .expect(200);
+    assert_eq!(list.body["data"][0]["ordering"], "per_contact");
+    let bad = server
+        .post(
+            "/api/v1/integrations/webhook-endpoints",
+            &seed.key,
+            &json!({"url": rx.url("/x"), "events": ["message.sent"], "ordering": "sideways"}),
+        )
+        .await;
+    assert_eq!(bad.status.as_u16(), 422, "{}", bad.text);
+    assert!(bad.text.contains("ordering"), "{}", bad.text);
     rx.respond("/ordered", Behaviour::Slow(Duration::from_millis(30), 200));
     rx.when_body_contains("/ordered", "C-2", Behaviour::Status(400));
     let c = "+4915123460003";
