@@ -112,6 +112,9 @@ pub(super) mod dialect {
     /// Wakes the dispatchers of other instances when deliveries are written (none on SQLite:
     /// they poll).
     pub const NOTIFY_DELIVERIES: &str = "";
+    /// Locks a delivery chain's row for the rest of the transaction: nothing on SQLite, whose
+    /// one writer already serializes every decision about a chain.
+    pub const LOCK_CHAIN: &str = "";
     /// The event feed: one writer, so ids are in commit order and the id is the position
     /// (`$2` is the position's txid, always 0 here). Filters and the order follow.
     pub const FEED_SELECT: &str =

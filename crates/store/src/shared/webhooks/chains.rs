@@ -11,7 +11,7 @@
 
 use uuid::Uuid;
 
-use super::Conn;
+use super::{Conn, dialect};
 use crate::StoreResult;
 use switchboard_domain::Timestamp;
 
@@ -59,13 +59,13 @@ pub(super) async fn release_next(
     key: Uuid,
     now: Timestamp,
 ) -> StoreResult<bool> {
-    sqlx::query(
-        "UPDATE delivery_chains SET next_sequence = next_sequence WHERE endpoint_id = $1 AND order_key = $2",
-    )
-    .bind(endpoint_id)
-    .bind(key)
-    .execute(&mut *conn)
-    .await?;
+    if !dialect::LOCK_CHAIN.is_empty() {
+        sqlx::query(dialect::LOCK_CHAIN)
+            .bind(endpoint_id)
+            .bind(key)
+            .execute(&mut *conn)
+            .await?;
+    }
     let released = sqlx::query(
         "UPDATE webhook_deliveries SET due_at = $1, next_attempt_at = $2, updated_at = $3
          WHERE id = (
