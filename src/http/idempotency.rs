@@ -231,6 +231,9 @@ pub async fn honour(
     let (parts, body) = req.into_parts();
     let bytes = match axum::body::to_bytes(body, super::json::BODY_LIMIT).await {
         Ok(b) => b,
+        Err(e) if super::deadline::is_deadline(&e) => {
+            return ApiError::request_timeout().into_response();
+        }
         Err(_) => return ApiError::payload_too_large(super::json::BODY_LIMIT).into_response(),
     };
     let req = axum::extract::Request::from_parts(parts, Body::from(bytes.clone()));
