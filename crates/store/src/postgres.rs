@@ -133,8 +133,7 @@ pub(super) mod dialect {
     pub const NOTIFY_DELIVERIES: &str = "SELECT pg_notify('switchboard_deliveries', '')";
     /// Locks a delivery chain's row for the rest of the transaction, so that a delivery written
     /// while its predecessor ends waits for that decision (see `chains`).
-    pub const LOCK_CHAIN: &str =
-        "UPDATE delivery_chains SET next_sequence = next_sequence WHERE endpoint_id = $1 AND order_key = $2";
+    pub const LOCK_CHAIN: &str = "UPDATE delivery_chains SET next_sequence = next_sequence WHERE endpoint_id = $1 AND order_key = $2";
     /// The event feed, in (writing transaction, id) order, serving only events whose
     /// transaction is older than the oldest one still running (the snapshot's xmin): an event
     /// whose transaction has not committed yet is never passed, so a cursor never skips it.
