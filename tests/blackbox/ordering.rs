@@ -169,7 +169,6 @@ async fn a_permanent_failure_leaves_a_gap_in_the_sequence(backend: Backend) {
         Backend::Postgres => Some(env.start(&config).await),
         Backend::Sqlite => None,
     };
-    let api = Api::new(&server, &seed.key);
     let rx = Receiver::start().await;
     // `ordering` on create too (and in the list); an unknown value is a 422 naming it.
     let created = server
