@@ -110,6 +110,12 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
             env_name("webhook_allow_private_targets")
         );
     }
+    crate::trace::install_store_observer();
+    if let Some(base) = &config.otlp_endpoint {
+        crate::trace::export::init(base, std::time::Duration::from_secs(10))
+            .context("SWITCHBOARD_OTLP_ENDPOINT: cannot set up span export")?;
+        tracing::info!(collector = %base, "exporting spans over OTLP/HTTP");
+    }
     let rt = Runtime::open(config).await?;
     if rt.config.idempotency_lease <= rt.config.provider_timeout {
         tracing::warn!(
@@ -217,6 +223,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
     {
         tracing::warn!("background tasks still running after {tasks_grace:?}; exiting");
     }
+    let _ = tokio::task::spawn_blocking(crate::trace::export::flush).await;
     tracing::info!("stopped");
     Ok(())
 }

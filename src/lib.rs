@@ -28,5 +28,6 @@ pub mod http;
 pub mod ops;
 pub mod providers;
 pub mod telemetry;
+pub mod trace;
 pub mod views;
 pub mod webhooks;

@@ -55,6 +55,8 @@ pub struct Config {
     pub database_url: DatabaseUrl,
     pub master_key: MasterKeySource,
     pub redis_url: Option<String>,
+    /// The OTLP/HTTP collector's base URL (spans go to `{base}/v1/traces`); `None`: no export.
+    pub otlp_endpoint: Option<String>,
     pub webhook_allow_private_targets: bool,
     pub webhook_retry_delays: Vec<Duration>,
     pub webhook_disable_after: u32,
@@ -178,6 +180,24 @@ impl Config {
             ));
         };
 
+        let otlp_raw = src.get("otlp_endpoint");
+        let otlp_endpoint = if otlp_raw.is_empty() {
+            None
+        } else {
+            match url::Url::parse(&otlp_raw) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+                    Some(otlp_raw.trim_end_matches('/').to_owned())
+                }
+                _ => {
+                    return Err(src.error(
+                        "otlp_endpoint",
+                        &otlp_raw,
+                        "expected the collector's base URL, such as http://127.0.0.1:4318",
+                    ));
+                }
+            }
+        };
+
         let delays_raw = src.get("webhook_retry_delays");
         let webhook_retry_delays = parse_delays(&delays_raw)
             .map_err(|e| src.error("webhook_retry_delays", &delays_raw, &e))?;
@@ -206,6 +226,7 @@ impl Config {
             database_url,
             master_key,
             redis_url,
+            otlp_endpoint,
             webhook_allow_private_targets: src.boolean("webhook_allow_private_targets")?,
             webhook_retry_delays,
             webhook_disable_after: src.number("webhook_disable_after", 1, 1_000_000)?,

@@ -30,6 +30,11 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "when set, rate limits are shared by all instances through Redis",
     },
     Setting {
+        name: "otlp_endpoint",
+        default: "",
+        meaning: "when set, spans (requests, store transactions, provider calls, webhook attempts) are exported over OTLP/HTTP (protobuf) to {this base URL}/v1/traces, as OTEL_EXPORTER_OTLP_ENDPOINT would",
+    },
+    Setting {
         name: "webhook_allow_private_targets",
         default: "false",
         meaning: "development only: allows http://, any port, loopback and private addresses as endpoint URLs",

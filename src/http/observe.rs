@@ -9,6 +9,17 @@ use axum::response::Response;
 use tracing::Instrument;
 
 use super::request_id;
+use crate::trace;
+use switchboard_domain::trace::TraceContext;
+
+/// Hex of an id, formatted straight into the log line (no allocation).
+struct HexId<'a>(&'a [u8]);
+
+impl std::fmt::Display for HexId<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
 
 /// The route template that served a request, copied into the response by [`mark_route`] so
 /// that the outer middleware can label metrics with it.
@@ -45,15 +56,28 @@ pub async fn method_not_allowed(path: Option<MatchedPath>) -> Response {
 pub async fn observe(req: Request, next: Next) -> Response {
     let id = request_id::from_headers(req.headers()).unwrap_or_else(request_id::generate);
     let method = req.method().clone();
+    // The caller's trace, or a new one (an absent or invalid `traceparent`).
+    let parent = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(TraceContext::parse);
+    let mut trace_span = trace::Span::start("http.request", trace::Kind::Server, parent);
+    let trace_ctx = trace_span.context();
     let span = tracing::info_span!(
         "request",
         request_id = %id,
+        trace_id = %HexId(&trace_ctx.trace_id),
         method = %method,
         path = %req.uri().path(),
         api_key_id = tracing::field::Empty
     );
     let started = Instant::now();
-    let mut response = request_id::scope(id.clone(), next.run(req).instrument(span.clone())).await;
+    let mut response = request_id::scope(
+        id.clone(),
+        trace::scope(trace_ctx, next.run(req).instrument(span.clone())),
+    )
+    .await;
     let elapsed = started.elapsed();
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(request_id::HEADER, v);
@@ -64,6 +88,17 @@ pub async fn observe(req: Request, next: Next) -> Response {
         .map(|r| r.0.clone())
         .unwrap_or_else(|| "unmatched".to_owned());
     let status = response.status().as_u16();
+    if trace_span.is_recording() {
+        trace_span.rename(format!("{method} {route}"));
+        trace_span.attr("http.request.method", method.to_string());
+        trace_span.attr("http.route", route.clone());
+        trace_span.attr("http.response.status_code", i64::from(status));
+        trace_span.attr("switchboard.request_id", id.clone());
+        if status >= 500 {
+            trace_span.fail(format!("HTTP {status}"));
+        }
+    }
+    drop(trace_span);
     metrics::counter!("switchboard_http_requests_total", "method" => method.to_string(), "route" => route.clone(), "status" => status.to_string())
         .increment(1);
     metrics::histogram!("switchboard_http_request_duration_seconds", "method" => method.to_string(), "route" => route.clone())

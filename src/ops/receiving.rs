@@ -63,7 +63,38 @@ pub async fn ingest(
         .await?;
     metrics::counter!("switchboard_provider_callbacks_total", "channel_type" => channel.channel_type.as_str())
         .increment(1);
+    link_statuses(&outcome);
     Ok(outcome)
+}
+
+/// A callback runs in a trace of its own (its request's); each status it applies to a message
+/// is a span of that trace linked to the trace that sent the message, so that a tracing system
+/// shows the journey across both.
+fn link_statuses(outcome: &BatchOutcome) {
+    if crate::trace::export::tracer().is_none() {
+        return;
+    }
+    for s in &outcome.statuses {
+        let StatusOutcome::Applied { message, previous } = s else {
+            continue;
+        };
+        let links: Vec<_> = message
+            .trace
+            .as_deref()
+            .and_then(switchboard_domain::trace::TraceContext::parse)
+            .into_iter()
+            .collect();
+        let mut span = crate::trace::Span::start_at(
+            "message.status",
+            crate::trace::Kind::Internal,
+            crate::trace::current(),
+            &links,
+            None,
+        );
+        span.attr("switchboard.message_uuid", message.uuid.to_string());
+        span.attr("switchboard.status", message.status.as_str());
+        span.attr("switchboard.previous_status", previous.as_str());
+    }
 }
 
 async fn sandbox_channel(store: &dyn Store, id: i64) -> OpResult<Channel> {

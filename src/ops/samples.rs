@@ -205,6 +205,7 @@ fn sample_message(cx: &SampleContext<'_>, name: &str) -> MessageRecord {
         created_at: cx.now,
         updated_at: cx.now,
         consent_uuid: None,
+        trace: None,
     }
 }
 

@@ -322,6 +322,16 @@ pub(crate) async fn read_answer(mut resp: reqwest::Response) -> Result<Vec<u8>, 
     Ok(body)
 }
 
+/// The `traceparent` of the current trace, for a call to a provider (empty when no trace is
+/// current).
+pub(crate) fn trace_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    if let Some(v) = crate::trace::traceparent().and_then(|t| t.parse().ok()) {
+        headers.insert("traceparent", v);
+    }
+    headers
+}
+
 /// A reqwest failure in a sentence, without the URL (which may carry a token).
 pub(crate) fn describe_reqwest(e: reqwest::Error) -> String {
     let kind = if e.is_timeout() {

@@ -312,6 +312,7 @@ impl Provider for Telegram {
             .http
             .post(self.method_url(token, method)?)
             .json(&body)
+            .headers(super::trace_headers())
             .send()
             .await
             .map_err(|e| ProviderError::Unavailable(describe_reqwest(e)))?;

@@ -261,6 +261,7 @@ impl Provider for WhatsappCloud {
             .post(url)
             .bearer_auth(token)
             .json(&payload(phone.digits(), content))
+            .headers(super::trace_headers())
             .send()
             .await
             .map_err(|e| ProviderError::Unavailable(describe_reqwest(e)))?;

@@ -30,6 +30,10 @@ pub struct NewEvent {
     /// A sample sent by `POST .../test`: delivered to one endpoint only, never in the event
     /// feed, and marked `metadata.test: true` in its envelope.
     pub test: bool,
+    /// The W3C `traceparent` of the work that caused the event (the API request, the provider
+    /// callback): kept with the event, so that its deliveries join that trace. `None` on a new
+    /// event: the store fills it from the current trace when it writes the event.
+    pub trace: Option<String>,
 }
 
 impl NewEvent {
@@ -48,7 +52,17 @@ impl NewEvent {
             channel,
             occurred_at: now,
             test: false,
+            trace: None,
         }
+    }
+
+    /// The internal id of the message a `message.*` event is about (its `data.message_id`),
+    /// which links the event's deliveries into the message's timeline.
+    pub fn message_id(&self) -> Option<i64> {
+        if !self.name.starts_with("message.") {
+            return None;
+        }
+        self.data.get("message_id").and_then(Value::as_i64)
     }
 
     /// This event as a test sample (see [`NewEvent::test`]).
@@ -245,6 +259,7 @@ impl OrgEvent {
             channel: None,
             occurred_at: self.created_at,
             test: false,
+            trace: None,
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod template;
 pub mod time;
 #[cfg(feature = "sqlx")]
 mod time_sql;
+pub mod trace;
 pub mod user;
 pub mod validation;
 pub mod webhooks;

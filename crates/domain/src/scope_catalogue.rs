@@ -65,7 +65,11 @@ pub fn endpoints(scope: Scope) -> &'static [EndpointRef] {
             e!("POST", "/api/groups/{id}/contacts"),
             e!("DELETE", "/api/groups/{id}/contacts"),
         ],
-        Scope::MessagesRead => &[v1!("GET", "/messages"), e!("GET", "/api/messages")],
+        Scope::MessagesRead => &[
+            v1!("GET", "/messages"),
+            v1!("GET", "/messages/{uuid}"),
+            e!("GET", "/api/messages"),
+        ],
         Scope::MessagesWrite => &[
             v1!("POST", "/messages"),
             v1!("POST", "/messages/media"),

@@ -32,6 +32,7 @@ pub mod flows;
 pub mod groups;
 pub mod legacy;
 pub mod messaging;
+pub mod observe;
 pub mod org_data;
 pub mod page;
 mod postgres;
@@ -486,6 +487,11 @@ pub trait MessageStore: Send + Sync {
     ) -> StoreResult<BatchOutcome>;
     /// A message by its global id (for the admin tools).
     async fn get_message(&self, id: i64) -> StoreResult<MessageRecord>;
+    /// The organization's message with this uuid (`NotFound` for another organization's).
+    async fn find_message(&self, org_id: i64, uuid: Uuid) -> StoreResult<MessageRecord>;
+    /// The message's journey, oldest first: its own steps and every attempt to deliver one of
+    /// its events.
+    async fn message_timeline(&self, message_id: i64) -> StoreResult<Vec<MessageStep>>;
     /// A page of the organization's messages, newest first.
     async fn list_messages(
         &self,

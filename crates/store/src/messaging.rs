@@ -9,6 +9,7 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::channel::ChannelIdentity;
 use switchboard_domain::contact::{Contact, Conversation};
 use switchboard_domain::event::Effects;
+use switchboard_domain::message::timeline::StepKind;
 use switchboard_domain::message::{Direction, MessageStatus, MessageType};
 use switchboard_domain::phone::Phone;
 
@@ -37,6 +38,16 @@ pub struct MessageRecord {
     pub updated_at: Timestamp,
     /// The consent evidence the message was sent under (catalog template sends).
     pub consent_uuid: Option<Uuid>,
+    /// The W3C `traceparent` of the request that sent it or the callback that brought it.
+    pub trace: Option<String>,
+}
+
+/// One step of a message's journey (see `switchboard_domain::message::timeline`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageStep {
+    pub at: Timestamp,
+    pub kind: StepKind,
+    pub detail: Value,
 }
 
 /// Who an outbound message goes to.
@@ -71,6 +82,9 @@ pub struct NewOutbound {
     pub provider_message_id: Option<String>,
     pub error: Option<Value>,
     pub now: Timestamp,
+    /// The steps before the record (accepted, the provider request and response); the record
+    /// adds the `status` step of `status`.
+    pub steps: Vec<MessageStep>,
 }
 
 /// What recording a message wrote.

@@ -9,6 +9,7 @@
 //! * [`history`]: the message history.
 
 pub mod history;
+pub mod journey;
 pub mod requests;
 pub mod send;
 pub mod views;
@@ -33,6 +34,8 @@ pub use views::{
 
 pub const MESSAGES_PATH: &str = "/api/v1/integrations/messages";
 
+pub const MESSAGE_PATH: &str = "/api/v1/integrations/messages/{uuid}";
+
 pub const MEDIA_PATH: &str = "/api/v1/integrations/messages/media";
 
 pub const TEMPLATE_PATH: &str = "/api/v1/integrations/messages/template";
@@ -45,6 +48,7 @@ pub fn router() -> Router<AppState> {
         .route(MESSAGES_PATH, get(list_messages).post(send_message))
         .route(MEDIA_PATH, axum::routing::post(send_media))
         .route(TEMPLATE_PATH, axum::routing::post(send_template))
+        .route(MESSAGE_PATH, get(journey::get_message))
 }
 
 #[derive(utoipa::OpenApi)]
@@ -53,7 +57,8 @@ pub fn router() -> Router<AppState> {
         send::send_message,
         send::send_media,
         send::send_template,
-        history::list_messages
+        history::list_messages,
+        journey::get_message
     ),
     components(schemas(
         SendMessageRequest,
@@ -65,6 +70,9 @@ pub fn router() -> Router<AppState> {
         crate::views::templates::ConsentOut,
         crate::views::templates::TemplateOut,
         MessageOut,
+        journey::MessageWithTimeline,
+        journey::TimelineStep,
+        switchboard_domain::message::timeline::StepKind,
         ContactOut,
         ConversationOut
     ))

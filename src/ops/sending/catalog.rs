@@ -229,10 +229,8 @@ pub async fn send_catalog(
     );
 
     // The provider call: no transaction is open.
-    let started = std::time::Instant::now();
-    let outcome = provider.send(&recipient, &content).await;
-    metrics::histogram!("switchboard_provider_send_duration_seconds", "channel_type" => channel.channel_type.as_str())
-        .record(started.elapsed().as_secs_f64());
+    let (outcome, steps) =
+        super::provider::call(provider.as_ref(), &channel, &recipient, &content, ctx.clock).await;
     let (status, provider_message_id, error) = match classify_outcome(&outcome, &channel) {
         Ok(x) => x,
         Err(e) => {
@@ -279,6 +277,7 @@ pub async fn send_catalog(
         provider_message_id,
         error,
         now,
+        steps,
     };
     let new_consent = NewConsent {
         uuid: consent_uuid,

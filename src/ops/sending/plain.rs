@@ -133,10 +133,14 @@ pub async fn send(
     }
 
     // The provider call: no transaction is open.
-    let started = std::time::Instant::now();
-    let outcome = provider.send(&recipient, &input.content).await;
-    metrics::histogram!("switchboard_provider_send_duration_seconds", "channel_type" => channel.channel_type.as_str())
-        .record(started.elapsed().as_secs_f64());
+    let (outcome, steps) = super::provider::call(
+        provider.as_ref(),
+        &channel,
+        &recipient,
+        &input.content,
+        ctx.clock,
+    )
+    .await;
     let (status, provider_message_id, error) = classify_outcome(&outcome, &channel)?;
     let rejection = outcome.as_ref().err().cloned();
     let policy = if rejection.is_some() || channel.channel_type == ChannelType::WhatsappCloud {
@@ -163,6 +167,7 @@ pub async fn send(
         provider_message_id,
         error,
         now: ctx.clock.now(),
+        steps,
     };
     let rejection_for_response = rejection.clone();
     let completion = completion.map(|c| IdempotencyCompletion {

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use super::*;
+use crate::trace;
 use crate::webhooks::url_safety::{self, DnsFailure, Policy, SafeResolver, UnsafeTarget};
+use switchboard_domain::trace::TraceContext;
 
 /// The delivery HTTP client: safe resolver, no redirects, no proxy, HTTP/1.1.
 ///
@@ -26,8 +28,34 @@ pub fn http_client(policy: Policy, timeout: Duration) -> reqwest::Client {
 }
 
 impl Dispatcher {
-    /// Makes the HTTP request of one attempt.
+    /// Makes one attempt, as a span of the trace of the event's cause (kept with the event, so
+    /// that it holds on any instance, after any restart): the request's `traceparent` names it.
     pub(super) async fn attempt(&self, d: &ClaimedDelivery) -> AttemptResult {
+        let parent = d.event.trace.as_deref().and_then(TraceContext::parse);
+        let mut span = trace::Span::start("webhook.attempt", trace::Kind::Client, parent);
+        if span.is_recording() {
+            span.attr("switchboard.delivery_id", d.uuid.to_string());
+            span.attr("switchboard.event", d.event.name.clone());
+            span.attr("switchboard.event_id", d.event.uuid.to_string());
+            span.attr("switchboard.attempt", d.attempt);
+            if let Some(e) = &d.endpoint {
+                span.attr("switchboard.endpoint_uuid", e.uuid.to_string());
+            }
+        }
+        let result = self.attempt_traced(d, &span.context()).await;
+        if span.is_recording() {
+            if let Some(status) = result.status {
+                span.attr("http.response.status_code", i64::from(status));
+            }
+            if let Some(code) = result.error_code {
+                span.fail(code.to_owned());
+            }
+        }
+        result
+    }
+
+    /// Makes the HTTP request of one attempt.
+    async fn attempt_traced(&self, d: &ClaimedDelivery, trace: &TraceContext) -> AttemptResult {
         let Some(endpoint) = d.endpoint.as_ref().filter(|e| !e.deleted) else {
             return AttemptResult::error(
                 delivery::ENDPOINT_DELETED,
@@ -79,7 +107,8 @@ impl Dispatcher {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("X-Switchboard-Event", d.event.name.as_str())
             .header("X-Switchboard-Delivery", d.uuid.to_string())
-            .header("X-Switchboard-Attempt", d.attempt.to_string());
+            .header("X-Switchboard-Attempt", d.attempt.to_string())
+            .header("traceparent", trace.to_string());
         if let Some(sequence) = d.sequence {
             req = req.header("X-Switchboard-Sequence", sequence.to_string());
         }

@@ -16,6 +16,7 @@ use super::ValidationErrors;
 mod media;
 mod template;
 mod text;
+pub mod timeline;
 
 pub use media::{MediaInput, check_media_url, validate_media};
 pub use template::{check_language, validate_template, validate_template_components};

@@ -78,6 +78,7 @@ struct EventRow {
     channel: Option<Json<ChannelIdentity>>,
     occurred_at: Timestamp,
     test: bool,
+    trace: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -138,7 +139,7 @@ impl EventStore for Backend {
 
     async fn list_outbox_events(&self, org_id: i64, limit: i64) -> StoreResult<Vec<NewEvent>> {
         let rows: Vec<EventRow> = sqlx::query_as(
-            "SELECT uuid, org_id, name, data, channel, occurred_at, test FROM events WHERE org_id = $1 ORDER BY id LIMIT $2",
+            "SELECT uuid, org_id, name, data, channel, occurred_at, test, trace FROM events WHERE org_id = $1 ORDER BY id LIMIT $2",
         )
         .bind(org_id)
         .bind(limit)
@@ -154,6 +155,7 @@ impl EventStore for Backend {
                 channel: r.channel.map(|c| c.0),
                 occurred_at: r.occurred_at,
                 test: r.test,
+                trace: r.trace,
             })
             .collect())
     }

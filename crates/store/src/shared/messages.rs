@@ -7,12 +7,13 @@ use super::{Backend, Db};
 use crate::{
     BatchChange, BatchEffectsFn, BatchOutcome, ConversationPolicy, EffectsFn, HistoryCursor,
     IdempotencyCompletion, InboundOutcome, InboundSender, MessageFilter, MessageRecord, MessageRef,
-    MessageStore, NewConsent, NewOutbound, ProviderBatch, RecipientRef, RecordedOutbound,
-    StatusOutcome, StoreError, StoreResult,
+    MessageStep, MessageStore, NewConsent, NewOutbound, ProviderBatch, RecipientRef,
+    RecordedOutbound, StatusOutcome, StoreError, StoreResult,
 };
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{ChannelIdentity, ChannelType};
 use switchboard_domain::event::Effects;
+use switchboard_domain::message::timeline::{self, StepKind};
 use switchboard_domain::message::{Direction, MessageStatus, MessageType};
 
 use super::Conn;
@@ -26,7 +27,7 @@ macro_rules! select_messages {
                     ch.type AS channel_type, ch.name AS channel_name, ch.identifier AS channel_identifier,
                     m.contact_id, ct.uuid AS contact_uuid, m.conversation_id, cv.uuid AS conversation_uuid,
                     m.api_key_id, m.direction, m.type, m.status, m.content, m.provider_message_id, m.error,
-                    m.created_at, m.updated_at, cs.uuid AS consent_uuid
+                    m.created_at, m.updated_at, cs.uuid AS consent_uuid, m.trace
              FROM messages m
              JOIN channels ch ON ch.id = m.channel_id
              JOIN contacts ct ON ct.id = m.contact_id
@@ -63,6 +64,7 @@ struct MessageRow {
     created_at: Timestamp,
     updated_at: Timestamp,
     consent_uuid: Option<Uuid>,
+    trace: Option<String>,
 }
 
 impl TryFrom<MessageRow> for MessageRecord {
@@ -106,8 +108,22 @@ impl TryFrom<MessageRow> for MessageRecord {
             created_at: r.created_at,
             updated_at: r.updated_at,
             consent_uuid: r.consent_uuid,
+            trace: r.trace,
         })
     }
+}
+
+#[derive(sqlx::FromRow)]
+struct AttemptStepRow {
+    started_at: Timestamp,
+    number: i64,
+    duration_ms: Option<i64>,
+    response_status: Option<i64>,
+    error_code: Option<String>,
+    delivery_uuid: Uuid,
+    endpoint_uuid: Option<Uuid>,
+    event_name: String,
+    event_uuid: Uuid,
 }
 
 pub(super) async fn fetch_message(conn: &mut Conn, id: i64) -> StoreResult<MessageRecord> {
@@ -138,8 +154,8 @@ pub(super) async fn insert_message(
 ) -> StoreResult<Option<i64>> {
     Ok(sqlx::query_scalar(
         "INSERT INTO messages (uuid, org_id, channel_id, contact_id, conversation_id, api_key_id, direction, type,
-                               status, content, provider_message_id, error, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                               status, content, provider_message_id, error, created_at, updated_at, trace)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
          ON CONFLICT (channel_id, provider_message_id) WHERE provider_message_id IS NOT NULL DO NOTHING
          RETURNING id",
     )
@@ -157,8 +173,38 @@ pub(super) async fn insert_message(
     .bind(error.map(Json))
     .bind(created_at)
     .bind(now)
+    .bind(crate::observe::current_trace())
     .fetch_optional(&mut *conn)
     .await?)
+}
+
+/// Appends steps to a message's timeline.
+pub(super) async fn insert_steps(
+    conn: &mut Conn,
+    message_id: i64,
+    steps: &[MessageStep],
+) -> StoreResult<()> {
+    if steps.is_empty() {
+        return Ok(());
+    }
+    let mut qb =
+        sqlx::QueryBuilder::<Db>::new("INSERT INTO message_steps (message_id, at, kind, detail) ");
+    qb.push_values(steps, |mut row, s| {
+        row.push_bind(message_id)
+            .push_bind(s.at)
+            .push_bind(s.kind.as_str())
+            .push_bind(Json(&s.detail));
+    });
+    qb.build().execute(&mut *conn).await?;
+    Ok(())
+}
+
+fn status_step(at: Timestamp, status: MessageStatus, error: Option<&Value>) -> MessageStep {
+    MessageStep {
+        at,
+        kind: StepKind::Status,
+        detail: timeline::status(status, error),
+    }
 }
 
 async fn message_by_provider_id(
@@ -287,6 +333,9 @@ impl Backend {
                 }
             }
         };
+        let mut steps = new.steps.clone();
+        steps.push(status_step(new.now, new.status, new.error.as_ref()));
+        insert_steps(&mut tx, id, &steps).await?;
         if let Some(consent_id) = consent_id {
             sqlx::query("UPDATE messages SET consent_id = $1 WHERE id = $2")
                 .bind(consent_id)
@@ -403,6 +452,12 @@ impl MessageStore for Backend {
                 });
                 continue;
             };
+            insert_steps(
+                &mut tx,
+                id,
+                &[status_step(batch.now, MessageStatus::Received, None)],
+            )
+            .await?;
             // The window runs from the contact's latest message; an older one does not move it.
             sqlx::query(
                 "UPDATE conversations SET last_inbound_at = $1, updated_at = $2
@@ -467,6 +522,12 @@ impl MessageStore for Backend {
             }
             let previous = message.status;
             let updated = fetch_message(&mut tx, message.id).await?;
+            insert_steps(
+                &mut tx,
+                message.id,
+                &[status_step(batch.now, s.status, updated.error.as_ref())],
+            )
+            .await?;
             tx.write_effects(&effects(BatchChange::Status {
                 message: &updated,
                 previous,
@@ -479,6 +540,68 @@ impl MessageStore for Backend {
         }
         tx.commit(Effects::none()).await?;
         Ok(outcome)
+    }
+
+    async fn find_message(&self, org_id: i64, uuid: Uuid) -> StoreResult<MessageRecord> {
+        let row: Option<MessageRow> =
+            sqlx::query_as(select_messages!("WHERE m.uuid = $1 AND m.org_id = $2"))
+                .bind(uuid)
+                .bind(org_id)
+                .fetch_optional(self.reader())
+                .await?;
+        row.ok_or(StoreError::NotFound)?.try_into()
+    }
+
+    async fn message_timeline(&self, message_id: i64) -> StoreResult<Vec<MessageStep>> {
+        let rows: Vec<(Timestamp, String, Json<Value>)> = sqlx::query_as(
+            "SELECT at, kind, detail FROM message_steps WHERE message_id = $1 ORDER BY at, id",
+        )
+        .bind(message_id)
+        .fetch_all(self.reader())
+        .await?;
+        let mut steps = rows
+            .into_iter()
+            .map(|(at, kind, detail)| {
+                Ok(MessageStep {
+                    at,
+                    kind: StepKind::parse(&kind)
+                        .ok_or_else(|| StoreError::Other(format!("unknown step kind {kind}")))?,
+                    detail: detail.0,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        // Every attempt to deliver one of the message's events, from the ledger.
+        let attempts: Vec<AttemptStepRow> = sqlx::query_as(
+            "SELECT a.started_at, a.number, a.duration_ms, a.response_status, a.error_code,
+                    d.uuid AS delivery_uuid, ep.uuid AS endpoint_uuid, ev.name AS event_name,
+                    ev.uuid AS event_uuid
+             FROM events ev
+             JOIN webhook_deliveries d ON d.event_id = ev.id
+             JOIN webhook_attempts a ON a.delivery_id = d.id
+             LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
+             WHERE ev.message_id = $1
+             ORDER BY a.started_at, a.id",
+        )
+        .bind(message_id)
+        .fetch_all(self.reader())
+        .await?;
+        steps.extend(attempts.into_iter().map(|a| MessageStep {
+            at: a.started_at,
+            kind: StepKind::WebhookAttempt,
+            detail: serde_json::json!({
+                "event": a.event_name,
+                "event_id": a.event_uuid,
+                "endpoint_uuid": a.endpoint_uuid,
+                "delivery_id": a.delivery_uuid,
+                "attempt": a.number,
+                "response_status": a.response_status,
+                "duration_ms": a.duration_ms,
+                "error_code": a.error_code,
+            }),
+        }));
+        // Oldest first; a stable sort keeps each source's own order for equal times.
+        steps.sort_by_key(|s| s.at);
+        Ok(steps)
     }
 
     async fn get_message(&self, id: i64) -> StoreResult<MessageRecord> {

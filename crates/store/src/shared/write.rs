@@ -24,6 +24,8 @@ pub(super) struct WriteTx<'s> {
     events: bool,
     /// Deliveries were written or scheduled: every instance's dispatcher is woken.
     deliveries: bool,
+    /// When the transaction began (for its span).
+    started: std::time::SystemTime,
 }
 
 impl Backend {
@@ -34,6 +36,7 @@ impl Backend {
             tx: self.begin().await?,
             events: false,
             deliveries: false,
+            started: std::time::SystemTime::now(),
         })
     }
 
@@ -73,7 +76,14 @@ impl WriteTx<'_> {
     }
 
     /// Writes `effects`, commits, then wakes the dispatchers if anything is for them.
-    pub(super) async fn commit(mut self, effects: Effects) -> StoreResult<()> {
+    pub(super) async fn commit(self, effects: Effects) -> StoreResult<()> {
+        let started = self.started;
+        let result = self.commit_inner(effects).await;
+        crate::observe::transaction(started, result.is_ok());
+        result
+    }
+
+    async fn commit_inner(mut self, effects: Effects) -> StoreResult<()> {
         self.write_effects(&effects).await?;
         if self.deliveries && !dialect::NOTIFY_DELIVERIES.is_empty() {
             sqlx::query(dialect::NOTIFY_DELIVERIES)

@@ -10,6 +10,7 @@ use switchboard_domain::api_key;
 use switchboard_domain::channel::ChannelIdentity;
 use switchboard_domain::contact::ConversationStatus;
 use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::message::timeline::StepKind;
 use switchboard_domain::message::{Direction, MessageStatus, MessageType};
 use switchboard_domain::phone::Phone;
 use switchboard_store::*;
@@ -25,6 +26,7 @@ conformance!(
     concurrent_sends_share_one_contact_and_conversation,
     concurrent_claims_have_one_winner,
     a_reused_provider_id_does_not_lose_the_sent_message,
+    a_message_journey_is_kept_and_read_oldest_first,
 );
 
 fn phone(s: &str) -> Phone {
@@ -90,6 +92,7 @@ fn outbound(
         provider_message_id: Some(format!("p-{}", Uuid::new_v4())),
         error: None,
         now: t(at),
+        steps: Vec::new(),
     }
 }
 
@@ -1036,4 +1039,143 @@ async fn a_reused_provider_id_does_not_lose_the_sent_message(s: SharedStore) {
     let events = s.list_outbox_events(f.org, 100).await.unwrap();
     let sent = events.iter().filter(|e| e.name == "message.sent").count();
     assert_eq!(sent, 2, "both sends emitted message.sent");
+}
+
+async fn a_message_journey_is_kept_and_read_oldest_first(s: SharedStore) {
+    let f = fixture(&s).await;
+    let step = |at: i64, kind: StepKind, detail: serde_json::Value| MessageStep {
+        at: t(at),
+        kind,
+        detail,
+    };
+    let mut new = outbound(
+        &f,
+        RecipientRef::Phone(phone("+4915123456789")),
+        ConversationPolicy::OpenOrContinue,
+        1_000,
+    );
+    let pid = new.provider_message_id.clone().unwrap();
+    new.steps = vec![
+        step(900, StepKind::Accepted, json!({})),
+        step(
+            910,
+            StepKind::ProviderRequest,
+            json!({"provider": "sandbox"}),
+        ),
+        step(
+            950,
+            StepKind::ProviderResponse,
+            json!({"outcome": "accepted", "provider_message_id": pid}),
+        ),
+    ];
+    let sent = s
+        .record_outbound(new, None, Box::new(sent_event))
+        .await
+        .unwrap();
+    // A second message, which fails.
+    let second = s
+        .record_outbound(
+            outbound(
+                &f,
+                RecipientRef::Phone(phone("+4915123456789")),
+                ConversationPolicy::OpenOrContinue,
+                1_500,
+            ),
+            None,
+            Box::new(sent_event),
+        )
+        .await
+        .unwrap();
+    let pid2 = second.message.provider_message_id.clone().unwrap();
+    for (p, status, at) in [
+        (&pid, MessageStatus::Delivered, 2_000),
+        (&pid, MessageStatus::Read, 2_500),
+        (&pid2, MessageStatus::Failed, 3_000),
+    ] {
+        s.record_provider_batch(
+            ProviderBatch {
+                org_id: f.org,
+                channel_id: f.channel,
+                messages: vec![],
+                statuses: vec![NewStatus {
+                    message: MessageRef::Provider(p.clone()),
+                    status,
+                    error: (status == MessageStatus::Failed).then(|| {
+                        json!({"code": "provider_rejected", "provider_code": 131026, "message": "undeliverable"})
+                    }),
+                }],
+                now: t(at),
+            },
+            Box::new(batch_effects),
+        )
+        .await
+        .unwrap();
+    }
+    let steps = s.message_timeline(sent.message.id).await.unwrap();
+    let kinds: Vec<StepKind> = steps.iter().map(|s| s.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            StepKind::Accepted,
+            StepKind::ProviderRequest,
+            StepKind::ProviderResponse,
+            StepKind::Status,
+            StepKind::Status,
+            StepKind::Status
+        ]
+    );
+    assert!(steps.windows(2).all(|w| w[0].at <= w[1].at), "oldest first");
+    assert_eq!(steps[2].detail["provider_message_id"], json!(pid));
+    assert_eq!(steps[3].detail, json!({"status": "sent"}));
+    assert_eq!(steps[4].detail, json!({"status": "delivered"}));
+    assert_eq!(steps[5].detail, json!({"status": "read"}));
+    assert_eq!(steps[5].at, t(2_500));
+    let failed = s.message_timeline(second.message.id).await.unwrap();
+    assert_eq!(
+        failed.iter().map(|s| &s.detail).collect::<Vec<_>>(),
+        [
+            &json!({"status": "sent"}),
+            &json!({"status": "failed", "code": "provider_rejected", "provider_code": 131026})
+        ]
+    );
+
+    // Found by uuid within its organization only.
+    let found = s.find_message(f.org, sent.message.uuid).await.unwrap();
+    assert_eq!(found.id, sent.message.id);
+    let other = s.create_org("Other", t(0)).await.unwrap();
+    assert!(matches!(
+        s.find_message(other.id, sent.message.uuid).await,
+        Err(StoreError::NotFound)
+    ));
+    // An inbound message's journey starts with its `received` status.
+    let out = s
+        .record_provider_batch(
+            ProviderBatch {
+                org_id: f.org,
+                channel_id: f.channel,
+                messages: vec![NewInbound {
+                    sender: InboundSender::Phone(phone("+4915123456789")),
+                    profile_name: None,
+                    uuid: Uuid::now_v7(),
+                    message_type: MessageType::Text,
+                    content: json!({"body": "hi"}),
+                    provider_message_id: "in-1".into(),
+                    sent_at: t(4_000),
+                }],
+                statuses: vec![],
+                now: t(4_000),
+            },
+            Box::new(batch_effects),
+        )
+        .await
+        .unwrap();
+    let InboundOutcome::Stored(inbound) = &out.messages[0] else {
+        panic!("stored")
+    };
+    let steps = s.message_timeline(inbound.message.id).await.unwrap();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(
+        (steps[0].kind, &steps[0].detail),
+        (StepKind::Status, &json!({"status": "received"}))
+    );
 }

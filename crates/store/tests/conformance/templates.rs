@@ -341,6 +341,7 @@ fn outbound(f: &Fixture, p: &str, policy: ConversationPolicy, at: i64) -> NewOut
         provider_message_id: Some(format!("wamid.{}", Uuid::now_v7().simple())),
         error: None,
         now: t(at),
+        steps: Vec::new(),
     }
 }
 

@@ -77,6 +77,7 @@ struct ClaimRow {
     ep_legacy: Option<bool>,
     envelope: Option<String>,
     sequence: Option<i64>,
+    event_trace: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -414,7 +415,7 @@ impl DeliveryStore for Backend {
                     ev.name AS event_name, ev.data AS event_data, ev.channel AS event_channel, ev.occurred_at,
                     ep.id AS ep_id, ep.uuid AS ep_uuid, ep.url AS ep_url, ep.headers AS ep_headers,
                     ep.signing_secret AS ep_secret, ep.status AS ep_status, ep.deleted_at AS ep_deleted_at,
-                    ep.legacy AS ep_legacy, ev.envelope, d.sequence
+                    ep.legacy AS ep_legacy, ev.envelope, d.sequence, ev.trace AS event_trace
              FROM webhook_deliveries d
              JOIN events ev ON ev.id = d.event_id
              LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
@@ -469,6 +470,7 @@ impl DeliveryStore for Backend {
                     channel: r.event_channel.map(|c| c.0),
                     occurred_at: r.occurred_at,
                     test: false,
+                    trace: r.event_trace,
                 };
                 // Events written before envelopes were kept have their envelope built now.
                 let envelope = r.envelope.unwrap_or_else(|| event.envelope_text());

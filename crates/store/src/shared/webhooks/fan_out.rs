@@ -79,8 +79,8 @@ fn url_key(url: &str) -> String {
 
 pub(super) async fn insert_event_row(conn: &mut Conn, e: &NewEvent) -> StoreResult<i64> {
     Ok(sqlx::query_scalar(
-        "INSERT INTO events (uuid, org_id, name, data, channel, occurred_at, envelope, test)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+        "INSERT INTO events (uuid, org_id, name, data, channel, occurred_at, envelope, test, trace, message_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
     )
     .bind(e.uuid)
     .bind(e.org_id)
@@ -90,6 +90,8 @@ pub(super) async fn insert_event_row(conn: &mut Conn, e: &NewEvent) -> StoreResu
     .bind(e.occurred_at)
     .bind(e.envelope_text())
     .bind(e.test)
+    .bind(e.trace.clone().or_else(crate::observe::current_trace))
+    .bind(e.message_id())
     .fetch_one(&mut *conn)
     .await?)
 }

@@ -185,6 +185,7 @@ impl LedgerStore for Backend {
             channel: channel.map(|c| c.0),
             occurred_at,
             test,
+            trace: None,
         };
         let attempts = attempts
             .into_iter()
