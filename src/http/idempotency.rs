@@ -141,7 +141,7 @@ fn replay(stored: StoredResponse) -> Response {
     r
 }
 
-/// Runs `work` in a task of its own (with this request's id and span), so that it finishes
+/// Runs `work` in a task of its own (with this request's id, span and trace), so that it finishes
 /// even if the client hangs up.
 async fn detached<Fut>(work: Fut) -> Response
 where
@@ -149,7 +149,12 @@ where
 {
     let id = request_id::current().unwrap_or_else(request_id::generate);
     let span = tracing::Span::current();
-    match tokio::spawn(request_id::scope(id.clone(), work.instrument(span))).await {
+    let work = request_id::scope(id.clone(), work.instrument(span));
+    let task = match crate::trace::current() {
+        Some(trace) => tokio::spawn(crate::trace::scope(trace, work)),
+        None => tokio::spawn(work),
+    };
+    match task.await {
         Ok(r) => r,
         Err(e) => {
             request_id::scope(id, async move {

@@ -46,6 +46,8 @@ pub enum Behaviour {
 pub struct Received {
     pub path: String,
     pub authorization: Option<String>,
+    /// The W3C trace context the call carried.
+    pub traceparent: Option<String>,
     pub body: Value,
 }
 
@@ -143,6 +145,10 @@ async fn arrive(inner: &Arc<Inner>, path: String, headers: &HeaderMap, body: &By
         path,
         authorization: headers
             .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        traceparent: headers
+            .get("traceparent")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
         body: value,

@@ -30,4 +30,5 @@ mod sending;
 mod service;
 mod signatures;
 mod soak;
+mod tracing;
 mod webhooks;
