@@ -11,6 +11,7 @@
 //! * `src/webhooks` must not use `crate::http`, `crate::ops` or `crate::cli`;
 //! * `src/views` must not use `crate::http`, `crate::ops` or `crate::cli`;
 //! * `src/http` must not use `crate::cli`;
+//! * `src/trace` (trace context and span export) uses none of the layers that make spans;
 //! * no two sibling modules under `src/ops` or `src/http` use each other, directly or round a
 //!   longer circle (`ops::sending` and `ops::templates`, `http::messages::send` and
 //!   `http::messages::requests`, ...);
@@ -31,6 +32,11 @@ const RULES: &[(&str, &[&str])] = &[
     ("webhooks", &["http", "ops", "cli"]),
     ("views", &["http", "ops", "cli"]),
     ("http", &["cli"]),
+    // Trace context and span export sit under everything that makes spans.
+    (
+        "trace",
+        &["http", "ops", "cli", "webhooks", "providers", "views"],
+    ),
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,6 +7,7 @@
 //! cargo run --release --bin bench -- --backend both --duration 10s --connections 32
 //! cargo run --release --bin bench -- --scenario recovery    # feed pages and a recovery
 //! cargo run --release --bin bench -- --scenario ordering    # per_contact vs unordered
+//! cargo run --release --bin bench -- --scenario tracing     # with and without span export
 //! ```
 
 mod load;
@@ -14,6 +15,7 @@ mod outage;
 mod receiver;
 mod report;
 mod server;
+mod tracing;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -61,7 +63,8 @@ pub struct Args {
     #[arg(long)]
     pub server_bin: Option<PathBuf>,
     /// standard (rates, latencies, deliveries), recovery (feed pages and a recovery over kept
-    /// events) or ordering (per_contact against unordered deliveries).
+    /// events), ordering (per_contact against unordered deliveries) or tracing (the same loops
+    /// with and without span export).
     #[arg(long, default_value = "standard")]
     pub scenario: String,
     /// recovery: events kept in the database.
@@ -115,8 +118,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
             let value = match args.scenario.as_str() {
                 "recovery" => serde_json::to_value(outage::recovery(&args, &bin, backend).await?)?,
                 "ordering" => serde_json::to_value(outage::ordering(&args, &bin, backend).await?)?,
+                "tracing" => serde_json::to_value(tracing::tracing(&args, &bin, backend).await?)?,
                 other => anyhow::bail!(
-                    "--scenario: expected standard, recovery or ordering, got {other}"
+                    "--scenario: expected standard, recovery, ordering or tracing, got {other}"
                 ),
             };
             println!(

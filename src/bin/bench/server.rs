@@ -215,9 +215,19 @@ pub struct Server {
 impl Server {
     /// Starts the server and measures the time until it accepts requests.
     pub async fn start(bin: &Path, db: &Database) -> anyhow::Result<Server> {
+        Server::start_with(bin, db, &[]).await
+    }
+
+    /// [`Server::start`] with extra environment variables.
+    pub async fn start_with(
+        bin: &Path,
+        db: &Database,
+        env: &[(&str, String)],
+    ) -> anyhow::Result<Server> {
         let started = Instant::now();
         let mut child = db
             .command(bin)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .arg("serve")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
