@@ -17,7 +17,14 @@ struct HexId<'a>(&'a [u8]);
 
 impl std::fmt::Display for HexId<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut buf = [0u8; 64];
+        let n = self.0.len().min(32);
+        for (i, b) in self.0[..n].iter().enumerate() {
+            buf[2 * i] = DIGITS[usize::from(b >> 4)];
+            buf[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
+        }
+        f.write_str(std::str::from_utf8(&buf[..2 * n]).map_err(|_| std::fmt::Error)?)
     }
 }
 

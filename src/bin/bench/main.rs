@@ -76,6 +76,10 @@ pub struct Args {
     /// recovery: feed pages of 1 000 read from the oldest event.
     #[arg(long, default_value_t = 100)]
     pub feed_pages: usize,
+    /// tracing: an earlier build of the server, measured in the same rounds without export
+    /// (what the trace context costs when nothing is exported).
+    #[arg(long)]
+    pub baseline_bin: Option<PathBuf>,
     /// ordering: contacts the sends go to.
     #[arg(long, default_value_t = 1000)]
     pub contacts: usize,

@@ -1,7 +1,8 @@
 //! `--scenario tracing`: what span export costs. The same closed loops (GET /channels, POST
 //! /messages with a subscribed endpoint) against a server without `SWITCHBOARD_OTLP_ENDPOINT`
 //! and one exporting every span to a stub OTLP/HTTP collector, alternated over two rounds so
-//! that drift of the machine falls on both.
+//! that drift of the machine falls on both; with `--baseline-bin`, an earlier build too (the
+//! cost of the trace context itself when nothing is exported).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +15,9 @@ use crate::{Args, load};
 #[derive(Debug, serde::Serialize)]
 pub struct TracingResults {
     pub rounds: usize,
+    /// The `--baseline-bin` build, without export.
+    pub channels_per_sec_baseline: Option<f64>,
+    pub sends_per_sec_baseline: Option<f64>,
     pub channels_per_sec_without_export: f64,
     pub channels_per_sec_with_export: f64,
     pub channels_ratio: f64,
@@ -87,30 +91,49 @@ async fn measure(
     Ok((channels, sends))
 }
 
+/// A fresh database seeded by `bin`, with one endpoint subscribed to `message.sent`.
+async fn prepare(
+    args: &Args,
+    bin: &std::path::Path,
+    backend: Backend,
+    receiver: &Receiver,
+) -> anyhow::Result<(Database, server::Seed)> {
+    let db = Database::create(backend, &args.postgres_url).await?;
+    let seed = server::seed(bin, &db).await?;
+    let srv = Server::start(bin, &db).await?;
+    srv.create_endpoint(
+        &load::client(),
+        &seed.key,
+        &receiver.url(0),
+        &["message.sent"],
+    )
+    .await
+    .ok_or_else(|| anyhow::anyhow!("the webhook endpoint was not created"))?;
+    drop(srv);
+    Ok((db, seed))
+}
+
 pub async fn tracing(
     args: &Args,
     bin: &std::path::Path,
     backend: Backend,
 ) -> anyhow::Result<TracingResults> {
-    let db = Database::create(backend, &args.postgres_url).await?;
-    let seed = server::seed(bin, &db).await?;
     let receiver = Receiver::start().await?;
+    let (db, seed) = prepare(args, bin, backend, &receiver).await?;
+    // The baseline build gets a database of its own (it does not know the newer migrations).
+    let baseline = match &args.baseline_bin {
+        Some(b) => Some((b, prepare(args, b, backend, &receiver).await?)),
+        None => None,
+    };
     let (collector_url, requests, bytes) = collector().await?;
-    {
-        let srv = Server::start(bin, &db).await?;
-        srv.create_endpoint(
-            &load::client(),
-            &seed.key,
-            &receiver.url(0),
-            &["message.sent"],
-        )
-        .await
-        .ok_or_else(|| anyhow::anyhow!("the webhook endpoint was not created"))?;
-    }
     let with = [("SWITCHBOARD_OTLP_ENDPOINT", collector_url)];
     let rounds = 2;
-    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let (mut off, mut on, mut base) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
+        if let Some((bin, (db, seed))) = &baseline {
+            eprintln!("  round {}: the baseline build", round + 1);
+            base.push(measure(args, bin, db, seed, &receiver, &[]).await?);
+        }
         eprintln!("  round {}: without export", round + 1);
         off.push(measure(args, bin, &db, &seed, &receiver, &[]).await?);
         eprintln!("  round {}: exporting spans", round + 1);
@@ -124,8 +147,13 @@ pub async fn tracing(
     let sends_off = mean(&off, |r| r.1.per_sec);
     let sends_on = mean(&on, |r| r.1.per_sec);
     db.drop_database().await;
+    if let Some((_, (db, _))) = baseline {
+        db.drop_database().await;
+    }
     Ok(TracingResults {
         rounds,
+        channels_per_sec_baseline: (!base.is_empty()).then(|| mean(&base, |r| r.0.per_sec)),
+        sends_per_sec_baseline: (!base.is_empty()).then(|| mean(&base, |r| r.1.per_sec)),
         channels_per_sec_without_export: channels_off,
         channels_per_sec_with_export: channels_on,
         channels_ratio: channels_on / channels_off,

@@ -2,13 +2,13 @@
 //! oldest first. The store keeps the steps that are not rows elsewhere (accepted, the provider
 //! request and response, each status change); webhook attempts come from the delivery ledger.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::MessageStatus;
 
 /// What a step of the timeline is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepKind {
     /// The API accepted the send (the request passed every check).

@@ -8,11 +8,14 @@ ALTER TABLE events ADD COLUMN trace TEXT;
 ALTER TABLE events ADD COLUMN message_id INTEGER;
 CREATE INDEX events_message ON events (message_id) WHERE message_id IS NOT NULL;
 
--- The traceparent of the request that sent a message (a provider callback about it links to it).
+-- The traceparent of the request that sent a message (a provider callback about it links to it),
+-- and the first steps of its journey (accepted, the provider request and response, its first
+-- status) as a JSON array, written with the message: no statement of its own on the send path.
 ALTER TABLE messages ADD COLUMN trace TEXT;
+ALTER TABLE messages ADD COLUMN journey TEXT;
 
--- The steps of a message's journey that are not rows elsewhere: accepted, the provider request
--- and response, each status change (webhook attempts are read from the ledger).
+-- The later steps of a message's journey: each status change a provider reports (webhook
+-- attempts are read from the ledger).
 CREATE TABLE message_steps (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
     message_id INTEGER NOT NULL REFERENCES messages (id) ON DELETE CASCADE,

@@ -113,6 +113,34 @@ impl TryFrom<MessageRow> for MessageRecord {
     }
 }
 
+/// A step as kept in `messages.journey`.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredStep {
+    at: Timestamp,
+    kind: StepKind,
+    detail: Value,
+}
+
+impl From<&MessageStep> for StoredStep {
+    fn from(s: &MessageStep) -> Self {
+        StoredStep {
+            at: s.at,
+            kind: s.kind,
+            detail: s.detail.clone(),
+        }
+    }
+}
+
+impl From<StoredStep> for MessageStep {
+    fn from(s: StoredStep) -> Self {
+        MessageStep {
+            at: s.at,
+            kind: s.kind,
+            detail: s.detail,
+        }
+    }
+}
+
 #[derive(sqlx::FromRow)]
 struct AttemptStepRow {
     started_at: Timestamp,
@@ -151,11 +179,12 @@ pub(super) async fn insert_message(
     error: Option<&Value>,
     created_at: Timestamp,
     now: Timestamp,
+    journey: &[MessageStep],
 ) -> StoreResult<Option<i64>> {
     Ok(sqlx::query_scalar(
         "INSERT INTO messages (uuid, org_id, channel_id, contact_id, conversation_id, api_key_id, direction, type,
-                               status, content, provider_message_id, error, created_at, updated_at, trace)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                               status, content, provider_message_id, error, created_at, updated_at, trace, journey)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
          ON CONFLICT (channel_id, provider_message_id) WHERE provider_message_id IS NOT NULL DO NOTHING
          RETURNING id",
     )
@@ -174,6 +203,7 @@ pub(super) async fn insert_message(
     .bind(created_at)
     .bind(now)
     .bind(crate::observe::current_trace())
+    .bind(Json(journey.iter().map(StoredStep::from).collect::<Vec<_>>()))
     .fetch_optional(&mut *conn)
     .await?)
 }
@@ -294,6 +324,8 @@ impl Backend {
             ),
         };
         let mut provider_message_id = new.provider_message_id.as_deref();
+        let mut journey = new.steps.clone();
+        journey.push(status_step(new.now, new.status, new.error.as_ref()));
         let id = loop {
             let inserted = insert_message(
                 &mut tx,
@@ -311,6 +343,7 @@ impl Backend {
                 new.error.as_ref(),
                 new.now,
                 new.now,
+                &journey,
             )
             .await?;
             match (inserted, provider_message_id) {
@@ -333,9 +366,6 @@ impl Backend {
                 }
             }
         };
-        let mut steps = new.steps.clone();
-        steps.push(status_step(new.now, new.status, new.error.as_ref()));
-        insert_steps(&mut tx, id, &steps).await?;
         if let Some(consent_id) = consent_id {
             sqlx::query("UPDATE messages SET consent_id = $1 WHERE id = $2")
                 .bind(consent_id)
@@ -443,6 +473,7 @@ impl MessageStore for Backend {
                 None,
                 sent_at,
                 batch.now,
+                &[status_step(batch.now, MessageStatus::Received, None)],
             )
             .await?
             else {
@@ -452,12 +483,6 @@ impl MessageStore for Backend {
                 });
                 continue;
             };
-            insert_steps(
-                &mut tx,
-                id,
-                &[status_step(batch.now, MessageStatus::Received, None)],
-            )
-            .await?;
             // The window runs from the contact's latest message; an older one does not move it.
             sqlx::query(
                 "UPDATE conversations SET last_inbound_at = $1, updated_at = $2
@@ -553,13 +578,23 @@ impl MessageStore for Backend {
     }
 
     async fn message_timeline(&self, message_id: i64) -> StoreResult<Vec<MessageStep>> {
+        // The first steps, kept with the message; then each later status change.
+        let journey: Option<Json<Vec<StoredStep>>> =
+            sqlx::query_scalar("SELECT journey FROM messages WHERE id = $1")
+                .bind(message_id)
+                .fetch_optional(self.reader())
+                .await?
+                .flatten();
         let rows: Vec<(Timestamp, String, Json<Value>)> = sqlx::query_as(
             "SELECT at, kind, detail FROM message_steps WHERE message_id = $1 ORDER BY at, id",
         )
         .bind(message_id)
         .fetch_all(self.reader())
         .await?;
-        let mut steps = rows
+        let mut steps: Vec<MessageStep> = journey
+            .map(|j| j.0.into_iter().map(MessageStep::from).collect())
+            .unwrap_or_default();
+        let later = rows
             .into_iter()
             .map(|(at, kind, detail)| {
                 Ok(MessageStep {
@@ -570,6 +605,7 @@ impl MessageStore for Backend {
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;
+        steps.extend(later);
         // Every attempt to deliver one of the message's events, from the ledger.
         let attempts: Vec<AttemptStepRow> = sqlx::query_as(
             "SELECT a.started_at, a.number, a.duration_ms, a.response_status, a.error_code,
