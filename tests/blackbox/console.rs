@@ -87,6 +87,25 @@ async fn the_console_works_in_a_real_browser(backend: Backend) {
         report["first_attempt"].as_str().unwrap().contains("200"),
         "{report}"
     );
+    // The journey of the message sent from the console, in order, with both attempts (the
+    // delivery and its retry) once the retry has been made.
+    let journey: Vec<&str> = report["journey"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        journey[..4],
+        [
+            "accepted",
+            "provider_request",
+            "provider_response",
+            "status"
+        ],
+        "{report}"
+    );
+    assert!(journey[4..].contains(&"webhook_attempt"), "{report}");
     assert_eq!(report["key_in_url"], false, "the key is never in a URL");
     assert_eq!(
         report["other_origins"],
@@ -101,6 +120,7 @@ async fn the_console_works_in_a_real_browser(backend: Backend) {
         "4-sent",
         "5-delivery",
         "6-retried",
+        "6b-journey",
         "7-narrow-messages",
     ] {
         let f = out.join(format!("{shot}.png"));

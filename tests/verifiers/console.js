@@ -88,6 +88,14 @@ const shot = (page, name) => page.screenshot({ path: path.join(out, name + ".png
   if (!/Redelivery queued/.test(toastText)) throw new Error("retry: " + toastText);
   await shot(page, "6-retried");
 
+  // The message's journey: accepted, the provider, its status and the webhook attempts.
+  await page.click('nav a[data-view="messages"]');
+  await page.waitForSelector("tr.clickable");
+  await page.locator("tr.clickable", { hasText: "Sent from the console test" }).first().click();
+  await page.waitForSelector("#message-detail .timeline li");
+  const journey = await page.$$eval("#message-detail .timeline li", (lis) => lis.map((li) => li.dataset.kind));
+  await shot(page, "6b-journey");
+
   // A narrow screen still works.
   await page.setViewportSize({ width: 380, height: 800 });
   await page.click('nav a[data-view="messages"]');
@@ -97,7 +105,7 @@ const shot = (page, name) => page.screenshot({ path: path.join(out, name + ".png
   const keyInUrl = requested.some((u) => u.includes(key));
   const elsewhere = requested.filter((u) => !u.startsWith(base));
   console.log(JSON.stringify({
-    ...timing, attempts, first_attempt: firstAttempt, key_in_url: keyInUrl,
+    ...timing, attempts, first_attempt: firstAttempt, journey, key_in_url: keyInUrl,
     other_origins: elsewhere, console_errors: consoleErrors, requests: requested.length,
   }));
   await browser.close();

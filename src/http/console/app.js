@@ -71,6 +71,10 @@ const badgeClass = (s) => ({
 }[s] || "");
 const badge = (s) => h("span", { class: "badge " + badgeClass(s) }, s);
 const when = (t) => (t ? new Date(t).toLocaleString() : "—");
+// To the millisecond, for the steps of a journey.
+const whenPrecise = (t) => (t ? new Date(t).toLocaleString(undefined, {
+  year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+  second: "2-digit", fractionalSecondDigits: 3 }) : "—");
 
 function table(columns, rows, onClick) {
   if (!rows.length) return h("p", { class: "empty" }, "Nothing here yet.");
@@ -192,12 +196,42 @@ const views = {
 
   messages(view) {
     view.append(h("h1", {}, "Messages"));
+    const detail = h("div", {});
+    // A step of the journey in words: what the API, the provider and the endpoints did.
+    const describe = (s) => {
+      switch (s.kind) {
+        case "accepted": return "Accepted by the API";
+        case "provider_request": return `Sent to ${s.provider || "the provider"}`;
+        case "provider_response": return s.outcome === "accepted"
+          ? `The provider accepted it (${s.provider_message_id})`
+          : `The provider refused it (${s.provider_code !== undefined ? s.provider_code : s.code})`;
+        case "status": return h("span", {}, "Status ", badge(s.status),
+          s.provider_code !== undefined ? ` (provider code ${s.provider_code})` : "");
+        case "webhook_attempt": return h("span", {}, `${s.event} to endpoint `, h("code", {}, s.endpoint_uuid || "—"),
+          `, attempt ${s.attempt}: `, s.response_status !== null ? String(s.response_status) : (s.error_code || "no answer"),
+          s.duration_ms !== null ? ` in ${s.duration_ms} ms` : "");
+        default: return s.kind;
+      }
+    };
+    async function open(m) {
+      try {
+        const full = await api("GET", `/messages/${m.uuid}`);
+        detail.replaceChildren(h("div", { class: "card", id: "message-detail" },
+          h("h2", {}, `${full.type} message `, badge(full.status)),
+          h("p", { class: "muted" }, "Message ", h("code", {}, full.uuid), " · contact ", h("code", {}, full.contact_uuid)),
+          h("h2", {}, "Journey"),
+          h("ol", { class: "timeline" }, full.timeline.map((s) =>
+            h("li", { "data-kind": s.kind }, h("time", { datetime: s.at }, whenPrecise(s.at)), " ", describe(s))))));
+        detail.scrollIntoView({ block: "nearest" });
+      } catch (e) { detail.replaceChildren(errorBox(e)); }
+    }
+    view.append(detail);
     pagedList(view, "/messages", [
       ["When", (m) => when(m.created_at)], ["Direction", (m) => m.direction], ["Type", (m) => m.type],
       ["Status", (m) => badge(m.status)], ["Channel", (m) => m.channel && m.channel.slug],
       ["Content", (m) => (m.text ? m.text.body : m.media ? m.media.media_type : m.template ? m.template.name : "")],
       ["Contact", (m) => h("code", {}, m.contact_uuid)],
-    ], null, (apply) => {
+    ], open, (apply) => {
       const status = h("select", { id: "msg-status", "aria-label": "Status" },
         ["", "queued", "sent", "delivered", "read", "failed", "received"].map((s) => h("option", { value: s }, s || "any status")));
       const direction = h("select", { id: "msg-direction", "aria-label": "Direction" },
