@@ -28,6 +28,7 @@ pub mod rate_limit;
 pub mod request_id;
 pub mod server;
 pub mod state;
+pub mod templates;
 pub mod users;
 pub mod webhooks;
 
@@ -51,6 +52,7 @@ fn authenticated_routes(state: &AppState) -> Router<AppState> {
         .merge(permissions::router())
         .merge(events::router())
         .merge(messages::router())
+        .merge(templates::router())
         .merge(webhooks::router())
         .merge(legacy::router())
         .route_layer(middleware::from_fn_with_state(

@@ -26,7 +26,8 @@ use super::state::AppState;
         (name = "channels", description = "Messaging channels."),
         (name = "contacts", description = "The organization's contacts: find the contact_uuid a send or a filter needs."),
         (name = "organization", description = "Organization data: members with roles and effective permissions, the permission and scope catalogues, and the audit, admin and security log."),
-        (name = "messages", description = "Sending messages (text, interactive, media, templates; Idempotency-Key required) and message history."),
+        (name = "messages", description = "Sending messages (text, interactive, media, templates; Idempotency-Key required), message history and each message's journey."),
+        (name = "templates", description = "The template catalogue: find the template_uuid a catalog send names."),
         (name = "inbound", description = "Provider callbacks (WhatsApp Cloud API webhooks, Telegram updates); public, verified by the provider's signature or secret."),
         (name = "webhooks", description = "The event catalogue, webhook endpoints and the delivery ledger."),
         (name = "operations", description = "Health, readiness, metrics and this document.")
@@ -44,6 +45,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
         super::permissions::PermissionsApi::openapi(),
         super::events::EventsApi::openapi(),
         super::messages::MessagesApi::openapi(),
+        super::templates::TemplatesApi::openapi(),
         super::inbound::InboundApi::openapi(),
         super::webhooks::WebhooksApi::openapi(),
         super::health::HealthApi::openapi(),

@@ -1027,6 +1027,12 @@ async fn permissions_catalogue_lists_permissions_roles_and_scopes(backend: Backe
         ("groups:read", "GET", "/api/groups/{id}/contacts"),
         ("canned_replies:write", "POST", "/api/canned-replies"),
         ("templates:read", "GET", "/api/templates"),
+        ("templates:read", "GET", "/api/v1/integrations/templates"),
+        (
+            "messages:read",
+            "GET",
+            "/api/v1/integrations/messages/{uuid}",
+        ),
         ("campaigns:write", "POST", "/api/campaigns"),
         ("flow:read", "GET", "/api/flows"),
         ("flow:write", "POST", "/api/flows/{id}/trigger"),

@@ -18,6 +18,7 @@ both_backends!(
     groups_and_membership,
     canned_replies_crud,
     templates_catalogue_page,
+    v1_templates_list_filters_and_pages,
     campaigns_send_every_recipient_in_the_background,
     campaign_request_validation,
     two_instances_send_each_campaign_recipient_once,
@@ -695,6 +696,127 @@ async fn templates_catalogue_page(backend: Backend) {
         .get("/api/templates?channel_id=x", k)
         .await
         .expect_error(400, "invalid_request");
+}
+
+/// `GET /api/v1/integrations/templates`: the catalogue with `uuid`, filtered by channel, status
+/// and name, newest first, in pages.
+async fn v1_templates_list_filters_and_pages(backend: Backend) {
+    const PATH: &str = "/api/v1/integrations/templates";
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let graph = Fake::graph(WA_TOKEN).await;
+    let wa = whatsapp_channel(&env, seed.org_id, &graph).await;
+    let approved = catalog_template(&env, wa, "order_update", &[]).await;
+    let pending = catalog_template(&env, wa, "welcome", &["--status", "pending"]).await;
+    let components = json!([{"type": "BODY", "text": BODY}]).to_string();
+    let spanish = env
+        .admin(&[
+            "template",
+            "create",
+            "--channel",
+            &wa.to_string(),
+            "--name",
+            "order_update",
+            "--language",
+            "es",
+            "--category",
+            "utility",
+            "--components",
+            &components,
+        ])
+        .await["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let server = env.start(&fast()).await;
+    let k = &seed.key;
+    let uuids = |r: &crate::support::Resp| -> Vec<String> {
+        r.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["uuid"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    let r = server.get(PATH, k).await.expect(200);
+    assert_eq!(
+        uuids(&r),
+        [spanish.clone(), pending.clone(), approved.clone()]
+    );
+    assert_eq!(r.body["data"][0]["channel_id"], wa);
+    assert_eq!(r.body["data"][0]["language"], "es");
+    let r = server
+        .get(&format!("{PATH}?name=order_update"), k)
+        .await
+        .expect(200);
+    assert_eq!(uuids(&r), [spanish.clone(), approved.clone()]);
+    let r = server
+        .get(&format!("{PATH}?name=order_update&status=pending"), k)
+        .await
+        .expect(200);
+    assert!(uuids(&r).is_empty());
+    let r = server
+        .get(&format!("{PATH}?status=pending&channel_id={wa}"), k)
+        .await
+        .expect(200);
+    assert_eq!(uuids(&r), [pending.clone()]);
+    let r = server
+        .get(&format!("{PATH}?channel_id={}", seed.channel_id), k)
+        .await
+        .expect(200);
+    assert!(uuids(&r).is_empty());
+
+    // Pages, with the filters kept.
+    let r = server
+        .get(&format!("{PATH}?name=order_update&limit=1"), k)
+        .await
+        .expect(200);
+    assert_eq!(uuids(&r), [spanish.clone()]);
+    assert_eq!(r.body["has_more"], true);
+    let cursor = r.body["next_cursor"].as_str().unwrap().to_owned();
+    let r = server
+        .get(
+            &format!("{PATH}?name=order_update&limit=1&cursor={cursor}"),
+            k,
+        )
+        .await
+        .expect(200);
+    assert_eq!(uuids(&r), [approved.clone()]);
+    assert_eq!(r.body["has_more"], false);
+    server
+        .get(&format!("{PATH}?name=welcome&limit=1&cursor={cursor}"), k)
+        .await
+        .expect_error(400, "invalid_cursor");
+
+    // Bad input is a 400 naming the parameter; the scope is templates:read.
+    for (query, param) in [
+        ("status=bogus", "status"),
+        ("channel_id=x", "channel_id"),
+        ("name=", "name"),
+        ("nmae=order_update", "nmae"),
+        ("limit=0", "limit"),
+    ] {
+        let r = server
+            .get(&format!("{PATH}?{query}"), k)
+            .await
+            .expect_error(400, "invalid_request");
+        assert_eq!(
+            r.body["error"]["details"]["param"], param,
+            "{query}: {}",
+            r.text
+        );
+    }
+    let sender = env.key(seed.org_id, "messages:write").await;
+    server
+        .get(PATH, &sender)
+        .await
+        .expect_error(403, "insufficient_scope");
+    // Another organization sees its own catalogue only.
+    let other = env.admin(&["org", "create", "--name", "Other"]).await;
+    let other_key = env.key(other["id"].as_i64().unwrap(), "*").await;
+    let r = server.get(PATH, &other_key).await.expect(200);
+    assert!(uuids(&r).is_empty());
 }
 
 fn consent(purpose: &str, reference: &str) -> Value {

@@ -82,7 +82,7 @@ pub fn endpoints(scope: Scope) -> &'static [EndpointRef] {
             e!("POST", "/api/campaigns"),
             e!("GET", "/api/campaigns/{id}"),
         ],
-        Scope::TemplatesRead => &[e!("GET", "/api/templates")],
+        Scope::TemplatesRead => &[v1!("GET", "/templates"), e!("GET", "/api/templates")],
         Scope::CannedRepliesRead => &[e!("GET", "/api/canned-replies")],
         Scope::CannedRepliesWrite => &[
             e!("POST", "/api/canned-replies"),

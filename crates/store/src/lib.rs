@@ -555,6 +555,7 @@ pub trait TemplateStore: Send + Sync {
         org_id: i64,
         channel_id: Option<i64>,
         status: Option<switchboard_domain::template::TemplateStatus>,
+        name: Option<&str>,
         page: page::PageQuery,
     ) -> StoreResult<Vec<TemplateRecord>>;
     /// A template of the organization by UUID.

@@ -67,7 +67,13 @@ pub async fn list_templates(
     })?;
     let rows = state
         .store
-        .list_templates_page(principal.org_id, channel_id, status, page_query(&page))
+        .list_templates_page(
+            principal.org_id,
+            channel_id,
+            status,
+            None,
+            page_query(&page),
+        )
         .await?;
     let page = Page::from_rows(rows, &page, |t| cursor(t.created_at, t.id));
     Ok(Json(page.map(|t| TemplateOut::from(&t))))

@@ -189,10 +189,14 @@ impl TemplateStore for Backend {
         org_id: i64,
         channel_id: Option<i64>,
         status: Option<TemplateStatus>,
+        name: Option<&str>,
         page: PageQuery,
     ) -> StoreResult<Vec<TemplateRecord>> {
         let mut qb = QueryBuilder::<Db>::new(SELECT_TEMPLATES);
         qb.push(" WHERE org_id = ").push_bind(org_id);
+        if let Some(n) = name {
+            qb.push(" AND name = ").push_bind(n.to_owned());
+        }
         if let Some(c) = channel_id {
             qb.push(" AND channel_id = ").push_bind(c);
         }
