@@ -730,7 +730,7 @@ async fn v1_templates_list_filters_and_pages(backend: Backend) {
         .to_owned();
     let server = env.start(&fast()).await;
     let k = &seed.key;
-    let uuids = |r: &crate::support::Resp| -> Vec<String> {
+    let uuids = |r: &Resp| -> Vec<String> {
         r.body["data"]
             .as_array()
             .unwrap()
@@ -760,7 +760,7 @@ async fn v1_templates_list_filters_and_pages(backend: Backend) {
         .get(&format!("{PATH}?status=pending&channel_id={wa}"), k)
         .await
         .expect(200);
-    assert_eq!(uuids(&r), [pending.clone()]);
+    assert_eq!(uuids(&r), vec![pending.clone()]);
     let r = server
         .get(&format!("{PATH}?channel_id={}", seed.channel_id), k)
         .await
@@ -772,7 +772,7 @@ async fn v1_templates_list_filters_and_pages(backend: Backend) {
         .get(&format!("{PATH}?name=order_update&limit=1"), k)
         .await
         .expect(200);
-    assert_eq!(uuids(&r), [spanish.clone()]);
+    assert_eq!(uuids(&r), vec![spanish.clone()]);
     assert_eq!(r.body["has_more"], true);
     let cursor = r.body["next_cursor"].as_str().unwrap().to_owned();
     let r = server
@@ -782,7 +782,7 @@ async fn v1_templates_list_filters_and_pages(backend: Backend) {
         )
         .await
         .expect(200);
-    assert_eq!(uuids(&r), [approved.clone()]);
+    assert_eq!(uuids(&r), vec![approved.clone()]);
     assert_eq!(r.body["has_more"], false);
     server
         .get(&format!("{PATH}?name=welcome&limit=1&cursor={cursor}"), k)
