@@ -187,6 +187,16 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         wake: recovery_wake,
     };
     tasks.spawn(recoveries.run(shutdown.clone()));
+    if !rt.config.template_sync_interval.is_zero() {
+        tasks.spawn(run_template_sync(
+            rt.store.clone(),
+            rt.secrets.clone(),
+            state.providers.clone(),
+            rt.clock.clone(),
+            rt.config.template_sync_interval,
+            shutdown.clone(),
+        ));
+    }
     tasks.spawn(crate::cache::run_poller(
         config_cache,
         rt.store.clone(),
@@ -226,6 +236,47 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
     let _ = tokio::task::spawn_blocking(crate::trace::export::flush).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Every `interval` (the first run at start-up): each whatsapp_cloud channel's template
+/// catalogue is synced from its WhatsApp Business Account. Instances may each run it: a sync
+/// only brings the catalogue in line, so running it twice changes nothing more.
+async fn run_template_sync(
+    store: SharedStore,
+    secrets: SecretBox,
+    providers: crate::providers::ProviderHub,
+    clock: SharedClock,
+    interval: std::time::Duration,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let run =
+            ops::template_sync::sync_all(store.as_ref(), &secrets, &providers, clock.as_ref());
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            done = run => match done {
+                Ok(outcomes) => {
+                    for o in outcomes.iter().filter(|o| o.created + o.updated + o.disabled > 0) {
+                        tracing::info!(
+                            channel_id = o.channel_id,
+                            created = o.created,
+                            updated = o.updated,
+                            disabled = o.disabled,
+                            skipped = o.skipped,
+                            "template catalogue synced"
+                        );
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "template sync failed; the next run tries again"),
+            }
+        }
+    }
 }
 
 /// Background work of `serve`: the periodic purge and the webhook dispatcher.

@@ -72,6 +72,14 @@ pub enum TemplateCommand {
         #[arg(long)]
         channel: i64,
     },
+    /// Bring a whatsapp_cloud channel's catalogue in line with its WhatsApp Business Account
+    /// (`waba_id` in the channel's provider settings): create new templates, update changed
+    /// ones, disable those gone from the account.
+    Sync {
+        /// The channel id.
+        #[arg(long)]
+        channel: i64,
+    },
 }
 
 fn components_arg(raw: Option<String>) -> Result<Option<Value>, OpError> {
@@ -169,6 +177,29 @@ pub async fn run(rt: &Runtime, command: TemplateCommand) -> Result<Output, OpErr
             let t =
                 ops::templates::update_template(store, clock, uuid, input, Actor::Admin).await?;
             Ok(template_output(&t, "updated"))
+        }
+        TemplateCommand::Sync { channel } => {
+            let providers = crate::providers::ProviderHub::new(rt.config.provider_timeout);
+            let o =
+                ops::template_sync::sync_channel_id(store, &rt.secrets, &providers, clock, channel)
+                    .await?;
+            Ok(Output {
+                text: format!(
+                    "channel {}: {} templates in the account; {} created, {} updated, {} unchanged, {} disabled, {} skipped{}",
+                    o.channel_id,
+                    o.remote,
+                    o.created,
+                    o.updated,
+                    o.unchanged,
+                    o.disabled,
+                    o.skipped,
+                    o.problems
+                        .iter()
+                        .map(|p| format!("\n  skipped: {p}"))
+                        .collect::<String>()
+                ),
+                json: serde_json::to_value(&o).expect("outcomes serialize"),
+            })
         }
         TemplateCommand::List { channel } => {
             let templates = ops::templates::list_templates(store, channel).await?;

@@ -66,6 +66,8 @@ pub struct Config {
     pub webhook_poll_interval: Duration,
     pub recovery_page_size: u32,
     pub recovery_page_interval: Duration,
+    /// How often the template catalogues are synced from the providers (zero: never).
+    pub template_sync_interval: Duration,
     pub rate_limits: RateLimits,
     pub rate_limit_overrides: BTreeMap<i64, RateLimits>,
     pub delivery_retention: Duration,
@@ -244,6 +246,11 @@ impl Config {
                 Duration::from_secs(60),
             )?,
             recovery_page_size: src.number("recovery_page_size", 1, 10_000)?,
+            template_sync_interval: src.duration(
+                "template_sync_interval",
+                Duration::ZERO,
+                Duration::from_secs(30 * 86_400),
+            )?,
             recovery_page_interval: src.duration(
                 "recovery_page_interval",
                 Duration::ZERO,

@@ -75,6 +75,11 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "events a recovery walks per transaction (each page also records its progress)",
     },
     Setting {
+        name: "template_sync_interval",
+        default: "1h",
+        meaning: "how often serve syncs each whatsapp_cloud channel's template catalogue from its WhatsApp Business Account (channels whose provider settings name a waba_id); 0s turns it off",
+    },
+    Setting {
         name: "recovery_page_interval",
         default: "0s",
         meaning: "pause between two pages of a recovery (spreads a large recovery's load on the database)",

@@ -13,6 +13,7 @@ pub mod receiving;
 pub mod recovery;
 pub mod samples;
 pub mod sending;
+pub mod template_sync;
 pub mod templates;
 pub mod users;
 pub mod webhooks;
@@ -41,6 +42,9 @@ pub enum OpError {
         message: String,
     },
     Store(StoreError),
+    /// A service the operation needs (a provider) could not be reached or refused; trying
+    /// again later may work.
+    Unavailable(String),
 }
 
 impl OpError {
@@ -83,6 +87,10 @@ impl OpError {
         }
     }
 
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        OpError::Unavailable(message.into())
+    }
+
     pub fn conflict(message: impl Into<String>) -> Self {
         OpError::Conflict {
             field: None,
@@ -96,7 +104,7 @@ impl OpError {
             OpError::Invalid { field, .. }
             | OpError::NotFound { field, .. }
             | OpError::Conflict { field, .. } => field.as_deref(),
-            OpError::Store(_) => None,
+            OpError::Store(_) | OpError::Unavailable(_) => None,
         }
     }
 }
@@ -112,6 +120,7 @@ impl std::fmt::Display for OpError {
                 None => f.write_str(message),
             },
             OpError::Store(e) => e.fmt(f),
+            OpError::Unavailable(m) => f.write_str(m),
         }
     }
 }

@@ -136,6 +136,21 @@ pub struct ParsedTemplateStatus {
     pub reason: Option<String>,
 }
 
+/// A template of the provider's account (WhatsApp: the Business Account's
+/// `message_templates`), as a catalogue sync reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RemoteTemplate {
+    pub provider_template_id: Option<String>,
+    pub name: String,
+    pub language: String,
+    /// As the provider says it (`UTILITY`, `MARKETING`, `AUTHENTICATION`).
+    pub category: String,
+    /// As the provider says it (`APPROVED`, `PAUSED`, ...).
+    pub status: String,
+    /// The component definitions (an array).
+    pub components: Value,
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ParsedCallback {
     pub messages: Vec<ParsedInbound>,
@@ -164,6 +179,13 @@ pub trait Provider: Send + Sync {
 
     /// Sends a message. Never called inside a database transaction.
     async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError>;
+
+    /// Every template of the provider account behind the channel (all pages).
+    async fn list_templates(&self) -> Result<Vec<RemoteTemplate>, ProviderError> {
+        Err(ProviderError::Unsupported(
+            "This channel type has no provider template catalogue.".into(),
+        ))
+    }
 
     /// The provider's subscription handshake on `GET /inbound/{channel}`: the text to answer.
     fn handshake(&self, _query: &HashMap<String, String>) -> Result<String, InboundError> {
@@ -255,6 +277,7 @@ pub fn check_config(channel_type: ChannelType, config: &Value) -> Result<(), Str
         ChannelType::WhatsappCloud => {
             for key in [
                 "phone_number_id",
+                "waba_id",
                 "access_token",
                 "app_secret",
                 "verify_token",

@@ -42,6 +42,8 @@ const THROTTLING_CODES: &[i64] = &[4, 80007, 130429, 131056];
 #[derive(Clone, Default)]
 pub struct Config {
     pub phone_number_id: Option<String>,
+    /// The WhatsApp Business Account (template sync reads its `message_templates`).
+    pub waba_id: Option<String>,
     pub access_token: Option<String>,
     pub app_secret: Option<String>,
     pub verify_token: Option<String>,
@@ -76,6 +78,7 @@ impl Config {
                     .filter(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
                     .map(str::to_owned)
             }),
+            waba_id: setting(config, &["waba_id", "business_account_id"]),
             access_token: setting(config, &["access_token", "token"]),
             app_secret: setting(config, &["app_secret"]),
             verify_token: setting(config, &["verify_token"]),
@@ -95,6 +98,11 @@ impl WhatsappCloud {
     }
 
     fn messages_url(&self, phone_number_id: &str) -> Result<url::Url, ProviderError> {
+        self.graph_url(&[phone_number_id, "messages"])
+    }
+
+    /// `{api_base_url}/{segments...}`.
+    fn graph_url(&self, segments: &[&str]) -> Result<url::Url, ProviderError> {
         let base = self
             .config
             .api_base_url
@@ -108,10 +116,55 @@ impl WhatsappCloud {
                 ProviderError::NotConfigured("The channel's api_base_url is not a URL.".into())
             })?
             .pop_if_empty()
-            .push(phone_number_id)
-            .push("messages");
+            .extend(segments);
         Ok(url)
     }
+}
+
+/// The most pages of templates read in one sync (at 100 per page: 10 000 templates).
+const MAX_TEMPLATE_PAGES: usize = 100;
+
+/// Reads one page of `GET /{waba_id}/message_templates`: the templates, and the cursor of the
+/// next page when there is one.
+pub fn read_template_page(
+    body: &[u8],
+) -> Result<(Vec<super::RemoteTemplate>, Option<String>), String> {
+    let v: Value =
+        serde_json::from_slice(body).map_err(|_| "the template list is not JSON".to_owned())?;
+    let data = v
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or_else(|| "the template list has no `data` array".to_owned())?;
+    let text = |t: &Value, k: &str| {
+        t.get(k)
+            .and_then(|x| match x {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .filter(|s| !s.trim().is_empty())
+    };
+    let mut out = Vec::with_capacity(data.len());
+    for t in data {
+        let (Some(name), Some(language)) = (text(t, "name"), text(t, "language")) else {
+            continue;
+        };
+        out.push(super::RemoteTemplate {
+            provider_template_id: text(t, "id"),
+            name,
+            language,
+            category: text(t, "category").unwrap_or_default(),
+            status: text(t, "status").unwrap_or_default(),
+            components: t.get("components").cloned().unwrap_or(json!([])),
+        });
+    }
+    // Meta gives `paging.next` only when there is a next page.
+    let next = v
+        .get("paging")
+        .filter(|p| p.get("next").is_some())
+        .and_then(|p| p.get("cursors")?.get("after")?.as_str())
+        .map(str::to_owned);
+    Ok((out, next))
 }
 
 /// The Graph API request body of a send.
@@ -270,6 +323,51 @@ impl Provider for WhatsappCloud {
             .await
             .map_err(ProviderError::Unavailable)?;
         read_send_answer(status, &body)
+    }
+
+    async fn list_templates(&self) -> Result<Vec<super::RemoteTemplate>, ProviderError> {
+        let (Some(waba_id), Some(token)) = (&self.config.waba_id, &self.config.access_token) else {
+            return Err(ProviderError::NotConfigured(
+                "The channel's provider configuration lacks waba_id or access_token.".into(),
+            ));
+        };
+        let mut all = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..MAX_TEMPLATE_PAGES {
+            let mut url = self.graph_url(&[waba_id, "message_templates"])?;
+            url.query_pairs_mut()
+                .append_pair("limit", "100")
+                .append_pair("fields", "id,name,language,status,category,components");
+            if let Some(a) = &after {
+                url.query_pairs_mut().append_pair("after", a);
+            }
+            let resp = self
+                .http
+                .get(url)
+                .bearer_auth(token)
+                .headers(super::trace_headers())
+                .send()
+                .await
+                .map_err(|e| ProviderError::Unavailable(describe_reqwest(e)))?;
+            let status = resp.status().as_u16();
+            let body = read_answer(resp)
+                .await
+                .map_err(ProviderError::Unavailable)?;
+            if status != 200 {
+                // The Graph API's error shape is the same as a send's.
+                read_send_answer(status, &body)?;
+                return Err(ProviderError::Unavailable(format!(
+                    "The Graph API answered {status} to the template list."
+                )));
+            }
+            let (page, next) = read_template_page(&body).map_err(ProviderError::Unavailable)?;
+            all.extend(page);
+            match next {
+                Some(n) if Some(&n) != after.as_ref() => after = Some(n),
+                _ => return Ok(all),
+            }
+        }
+        Ok(all)
     }
 
     fn handshake(&self, query: &HashMap<String, String>) -> Result<String, InboundError> {
@@ -776,6 +874,36 @@ mod tests {
             parse_callback(None, b"{}").unwrap(),
             ParsedCallback::default()
         );
+    }
+
+    #[test]
+    fn template_pages_are_read() {
+        let body = json!({
+            "data": [
+                {"name": "order_update", "language": "en_US", "status": "APPROVED",
+                 "category": "UTILITY", "id": "594425479261596",
+                 "components": [{"type": "BODY", "text": "Hi {{1}}"}]},
+                {"name": "no_language", "status": "APPROVED"},
+                {"name": "promo", "language": "de", "status": "PAUSED", "category": "MARKETING", "id": 77}
+            ],
+            "paging": {"cursors": {"before": "b1", "after": "a1"}, "next": "https://graph.example/next"}
+        });
+        let (page, next) = read_template_page(body.to_string().as_bytes()).unwrap();
+        assert_eq!(page.len(), 2, "an entry without a language is skipped");
+        assert_eq!(
+            page[0].provider_template_id.as_deref(),
+            Some("594425479261596")
+        );
+        assert_eq!(page[0].components[0]["type"], "BODY");
+        assert_eq!(page[1].provider_template_id.as_deref(), Some("77"));
+        assert_eq!(next.as_deref(), Some("a1"));
+        // The last page: cursors but no `next`.
+        let last = json!({"data": [], "paging": {"cursors": {"before": "b", "after": "a"}}});
+        assert_eq!(
+            read_template_page(last.to_string().as_bytes()).unwrap().1,
+            None
+        );
+        assert!(read_template_page(b"<html>").is_err());
     }
 
     #[test]

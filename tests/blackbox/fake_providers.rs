@@ -59,6 +59,10 @@ struct Inner {
     arrivals: AtomicU64,
     release: Semaphore,
     token: String,
+    /// The Business Account's templates (`GET /{waba_id}/message_templates`).
+    templates: Mutex<Vec<Value>>,
+    /// Template list requests served (each page is one).
+    template_pages: AtomicU64,
 }
 
 /// A running fake provider.
@@ -79,6 +83,8 @@ impl Fake {
             arrivals: AtomicU64::new(0),
             release: Semaphore::new(0),
             token: token.to_owned(),
+            templates: Mutex::new(Vec::new()),
+            template_pages: AtomicU64::new(0),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -131,6 +137,16 @@ impl Fake {
         })
         .await
         .expect("the request reaches the fake provider");
+    }
+
+    /// Sets the templates of the Business Account, as the Graph API lists them.
+    pub async fn set_templates(&self, templates: Vec<Value>) {
+        *self.inner.templates.lock().await = templates;
+    }
+
+    /// Template list pages served so far.
+    pub fn template_pages(&self) -> u64 {
+        self.inner.template_pages.load(Ordering::SeqCst)
     }
 
     /// Lets one held request answer.
@@ -223,6 +239,46 @@ fn check_graph_body(body: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// `GET /{version}/{waba_id}/message_templates?limit=N&after=CURSOR`: the Graph API's paging
+/// (`paging.cursors` on every page, `paging.next` only when there is a next page).
+async fn message_templates(
+    State(inner): State<Arc<Inner>>,
+    headers: HeaderMap,
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    let expected = format!("Bearer {}", inner.token);
+    if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(expected.as_str()) {
+        return graph_error(401, 190, "Invalid OAuth access token.", None);
+    }
+    inner.template_pages.fetch_add(1, Ordering::SeqCst);
+    let limit: usize = q
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(25)
+        .clamp(1, 1000);
+    let start: usize = match q.get("after") {
+        None => 0,
+        Some(a) => match a.strip_prefix("cur").and_then(|n| n.parse().ok()) {
+            Some(n) => n,
+            None => return graph_error(400, 100, "(#100) Invalid parameter: after", None),
+        },
+    };
+    let all = inner.templates.lock().await.clone();
+    let end = (start + limit).min(all.len());
+    let page: Vec<Value> = all
+        .get(start..end)
+        .map(<[Value]>::to_vec)
+        .unwrap_or_default();
+    let mut paging =
+        json!({"cursors": {"before": format!("cur{start}"), "after": format!("cur{end}")}});
+    if end < all.len() {
+        paging["next"] = json!(format!(
+            "https://graph.facebook.com/v21.0/next?after=cur{end}"
+        ));
+    }
+    json_response(200, json!({ "data": page, "paging": paging }))
+}
+
 fn graph_router(inner: Arc<Inner>) -> Router {
     async fn messages(
         State(inner): State<Arc<Inner>>,
@@ -267,6 +323,10 @@ fn graph_router(inner: Arc<Inner>) -> Router {
     }
     Router::new()
         .route("/{version}/{phone_number_id}/messages", post(messages))
+        .route(
+            "/{version}/{waba_id}/message_templates",
+            axum::routing::get(message_templates),
+        )
         .with_state(inner)
 }
 

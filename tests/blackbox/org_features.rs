@@ -19,6 +19,7 @@ both_backends!(
     canned_replies_crud,
     templates_catalogue_page,
     v1_templates_list_filters_and_pages,
+    templates_sync_from_the_business_account,
     campaigns_send_every_recipient_in_the_background,
     campaign_request_validation,
     two_instances_send_each_campaign_recipient_once,
@@ -817,6 +818,198 @@ async fn v1_templates_list_filters_and_pages(backend: Backend) {
     let other_key = env.key(other["id"].as_i64().unwrap(), "*").await;
     let r = server.get(PATH, &other_key).await.expect(200);
     assert!(uuids(&r).is_empty());
+}
+
+/// A template as the Graph API lists a Business Account's templates.
+fn graph_template(name: &str, language: &str, category: &str, status: &str, id: u64) -> Value {
+    json!({
+        "name": name,
+        "language": language,
+        "category": category,
+        "status": status,
+        "id": id.to_string(),
+        "components": [{"type": "BODY", "text": "Hi {{1}}, welcome."}],
+    })
+}
+
+/// `admin template sync` and the periodic sync bring the catalogue in line with the WhatsApp
+/// Business Account's templates (every page): create, update, disable what is gone.
+async fn templates_sync_from_the_business_account(backend: Backend) {
+    const PATH: &str = "/api/v1/integrations/templates";
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let graph = Fake::graph(WA_TOKEN).await;
+    let wa = env
+        .admin(&[
+            "channel",
+            "create",
+            "--org",
+            &seed.org_id.to_string(),
+            "--type",
+            "whatsapp_cloud",
+            "--name",
+            "WhatsApp",
+            "--slug",
+            "wa-synced",
+            "--provider-config",
+            &json!({
+                "phone_number_id": "1098765",
+                "waba_id": "102938475610",
+                "access_token": WA_TOKEN,
+                "app_secret": "app-secret",
+                "verify_token": "verify-me",
+                "api_base_url": graph.base_url,
+            })
+            .to_string(),
+        ])
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    // The catalogue before: one template the account no longer has, one it has (changed).
+    catalog_template(&env, wa, "order_update", &[]).await;
+    let t0 = env
+        .admin(&[
+            "template",
+            "create",
+            "--channel",
+            &wa.to_string(),
+            "--name",
+            "t_000",
+            "--language",
+            "en_US",
+            "--category",
+            "marketing",
+            "--status",
+            "pending",
+        ])
+        .await["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The account: 120 utility templates (two pages of 100), a paused marketing one, and one
+    // of a category Switchboard does not know.
+    let mut account: Vec<Value> = (0..120)
+        .map(|i| {
+            graph_template(
+                &format!("t_{i:03}"),
+                "en_US",
+                "UTILITY",
+                "APPROVED",
+                5000 + i,
+            )
+        })
+        .collect();
+    account.push(graph_template("promo", "de", "MARKETING", "PAUSED", 7001));
+    account.push(graph_template(
+        "odd",
+        "en_US",
+        "SOMETHING_NEW",
+        "APPROVED",
+        7002,
+    ));
+    graph.set_templates(account.clone()).await;
+
+    let sync = ["template", "sync", "--channel", &wa.to_string()];
+    let o = env.admin(&sync).await;
+    assert_eq!(o["remote"], 122, "{o}");
+    assert_eq!(o["created"], 120, "t_001..t_119 and promo: {o}");
+    assert_eq!(o["updated"], 1, "t_000: {o}");
+    assert_eq!(o["disabled"], 1, "order_update: {o}");
+    assert_eq!(o["skipped"], 1, "odd: {o}");
+    assert!(o["problems"][0].as_str().unwrap().contains("odd"), "{o}");
+    assert!(graph.template_pages() >= 2, "every page is read");
+
+    let server = env.start(&fast()).await;
+    let k = &seed.key;
+    let one = |name: &'static str| {
+        let server = &server;
+        async move {
+            let r = server
+                .get(&format!("{PATH}?name={name}"), k)
+                .await
+                .expect(200);
+            r.body["data"][0].clone()
+        }
+    };
+    let t = one("t_000").await;
+    assert_eq!(t["uuid"], t0.as_str(), "updated in place");
+    assert_eq!(
+        (t["status"].as_str(), t["category"].as_str()),
+        (Some("approved"), Some("utility"))
+    );
+    assert_eq!(t["body_parameters"], 1);
+    assert_eq!(t["provider_template_id"], "5000");
+    let promo = one("promo").await;
+    assert_eq!(
+        (
+            promo["status"].as_str(),
+            promo["language"].as_str(),
+            promo["category"].as_str()
+        ),
+        (Some("paused"), Some("de"), Some("marketing"))
+    );
+    assert_eq!(one("order_update").await["status"], "disabled");
+    let all = server
+        .get(&format!("{PATH}?channel_id={wa}&limit=200"), k)
+        .await
+        .expect(200);
+    assert_eq!(all.body["data"].as_array().unwrap().len(), 122);
+
+    // Again: nothing to do.
+    let o = env.admin(&sync).await;
+    assert_eq!(
+        (
+            o["created"].as_i64(),
+            o["updated"].as_i64(),
+            o["disabled"].as_i64()
+        ),
+        (Some(0), Some(0), Some(0)),
+        "{o}"
+    );
+    assert_eq!(o["unchanged"], 121, "{o}");
+    drop(server);
+
+    // The periodic sync of `serve` picks up a change in the account.
+    account[120] = graph_template("promo", "de", "MARKETING", "APPROVED", 7001);
+    graph.set_templates(account).await;
+    let mut config = fast();
+    config.push(("SWITCHBOARD_TEMPLATE_SYNC_INTERVAL", "200ms"));
+    let server = env.start(&config).await;
+    let mut status = Value::Null;
+    for _ in 0..200 {
+        let r = server
+            .get(&format!("{PATH}?name=promo"), k)
+            .await
+            .expect(200);
+        status = r.body["data"][0]["status"].clone();
+        if status == "approved" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, "approved", "{}", server.logs());
+
+    // Channels that cannot be synced say why.
+    let sandbox = env
+        .admin_raw(&[
+            "template",
+            "sync",
+            "--channel",
+            &seed.channel_id.to_string(),
+        ])
+        .await;
+    assert!(!sandbox.success);
+    assert!(
+        sandbox.stderr.contains("whatsapp_cloud"),
+        "{}",
+        sandbox.stderr
+    );
+    let plain = whatsapp_channel(&env, seed.org_id, &graph).await;
+    let no_waba = env
+        .admin_raw(&["template", "sync", "--channel", &plain.to_string()])
+        .await;
+    assert!(!no_waba.success);
+    assert!(no_waba.stderr.contains("waba_id"), "{}", no_waba.stderr);
 }
 
 fn consent(purpose: &str, reference: &str) -> Value {
