@@ -202,6 +202,25 @@ impl<T> Page<T> {
     }
 }
 
+/// The store's page request for an API page request (lists ordered by time and id).
+pub(crate) fn page_query(req: &PageRequest) -> switchboard_store::legacy::PageQuery {
+    switchboard_store::legacy::PageQuery {
+        after: req.cursor.map(|c| switchboard_store::legacy::PagePosition {
+            time: switchboard_domain::Timestamp::from_millis(c.time_ms),
+            id: c.id,
+        }),
+        limit: req.fetch_limit(),
+    }
+}
+
+/// The cursor of a row of such a list.
+pub(crate) fn cursor(time: switchboard_domain::Timestamp, id: i64) -> Cursor {
+    Cursor {
+        time_ms: time.millis(),
+        id,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

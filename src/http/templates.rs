@@ -13,9 +13,8 @@ use switchboard_domain::template::TemplateStatus;
 
 use super::auth::Principal;
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::legacy::{cursor, page_query};
 use super::list_query::ListQuery;
-use super::pagination::Page;
+use super::pagination::{Page, cursor, page_query};
 use super::query::QueryParams;
 use super::state::AppState;
 
@@ -60,8 +59,17 @@ pub async fn list_templates(
     principal: Principal,
     pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
 ) -> ApiResult<Json<Page<TemplateOut>>> {
+    list_page(&state, &principal, pairs?.0).await
+}
+
+/// A page of the catalogue (also the legacy `GET /api/templates`, which has the same
+/// parameters).
+pub(crate) async fn list_page(
+    state: &AppState,
+    principal: &Principal,
+    pairs: Vec<(String, String)>,
+) -> ApiResult<Json<Page<TemplateOut>>> {
     principal.require(Scope::TemplatesRead)?;
-    let QueryParams(pairs) = pairs?;
     let q = ListQuery::parse(pairs, &["limit", "cursor", "channel_id", "status", "name"])?;
     let page = q.page()?;
     let channel_id = q.parsed("channel_id", |raw| {

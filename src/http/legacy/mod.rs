@@ -18,10 +18,7 @@ use utoipa::OpenApi;
 use uuid::Uuid;
 
 use super::error::{ApiError, ApiResult};
-use super::pagination::{Cursor, PageRequest};
 use super::state::AppState;
-use switchboard_domain::Timestamp;
-use switchboard_store::legacy::{PagePosition, PageQuery};
 
 /// Every legacy route (authenticated like the v1 routes).
 pub fn router() -> Router<AppState> {
@@ -77,20 +74,4 @@ pub(crate) fn path_uuid(raw: &str, what: &str) -> ApiResult<Uuid> {
     }
 }
 
-/// The store's page request for an API page request.
-pub(crate) fn page_query(req: &PageRequest) -> PageQuery {
-    PageQuery {
-        after: req.cursor.map(|c| PagePosition {
-            time: Timestamp::from_millis(c.time_ms),
-            id: c.id,
-        }),
-        limit: req.fetch_limit(),
-    }
-}
-
-pub(crate) fn cursor(time: Timestamp, id: i64) -> Cursor {
-    Cursor {
-        time_ms: time.millis(),
-        id,
-    }
-}
+pub(crate) use super::pagination::{cursor, page_query};

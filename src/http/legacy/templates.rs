@@ -1,6 +1,7 @@
 //! Legacy template catalogue: `GET /api/templates` (`templates:read`): the catalog templates of
 //! the organization's channels (the template object of CONVENTIONS.md), newest first, filtered
-//! by `channel_id` and `status`.
+//! by `channel_id`, `status` and `name`: the v1 list (`crate::http::templates`) under its legacy
+//! path.
 
 use axum::Json;
 use axum::Router;
@@ -8,16 +9,12 @@ use axum::extract::State;
 use axum::routing::get;
 
 use crate::views::templates::TemplateOut;
-use switchboard_domain::scope::Scope;
-use switchboard_domain::template::TemplateStatus;
 
 use super::super::auth::Principal;
 use super::super::error::{ApiResult, ErrorBody};
-use super::super::list_query::ListQuery;
 use super::super::pagination::Page;
 use super::super::query::QueryParams;
 use super::super::state::AppState;
-use super::{cursor, page_query};
 
 /// Query parameters of the catalogue (for the OpenAPI document).
 #[derive(utoipa::IntoParams)]
@@ -32,6 +29,8 @@ pub struct TemplatesParams {
     channel_id: Option<i64>,
     /// `approved`, `pending`, `rejected`, `paused` or `disabled`.
     status: Option<String>,
+    /// Only templates with exactly this name (every language).
+    name: Option<String>,
 }
 
 /// The organization's template catalogue, newest first.
@@ -52,31 +51,7 @@ pub async fn list_templates(
     principal: Principal,
     QueryParams(pairs): QueryParams<Vec<(String, String)>>,
 ) -> ApiResult<Json<Page<TemplateOut>>> {
-    principal.require(Scope::TemplatesRead)?;
-    let q = ListQuery::parse(pairs, &["limit", "cursor", "channel_id", "status"])?;
-    let page = q.page()?;
-    let channel_id = q.parsed("channel_id", |raw| {
-        raw.trim()
-            .parse::<i64>()
-            .map_err(|_| "channel_id must be a channel's numeric id".to_owned())
-    })?;
-    let status = q.parsed("status", |raw| {
-        raw.parse::<TemplateStatus>().map_err(|_| {
-            "status must be approved, pending, rejected, paused or disabled".to_owned()
-        })
-    })?;
-    let rows = state
-        .store
-        .list_templates_page(
-            principal.org_id,
-            channel_id,
-            status,
-            None,
-            page_query(&page),
-        )
-        .await?;
-    let page = Page::from_rows(rows, &page, |t| cursor(t.created_at, t.id));
-    Ok(Json(page.map(|t| TemplateOut::from(&t))))
+    crate::http::templates::list_page(&state, &principal, pairs).await
 }
 
 pub fn router() -> Router<AppState> {
