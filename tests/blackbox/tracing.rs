@@ -216,14 +216,30 @@ async fn a_sends_trace_reaches_the_provider_and_every_attempt_across_a_restart(b
     assert!(spans.contains(&span));
 }
 
-/// The JSON log lines of the request with this id.
-fn request_lines(server: &Server, request_id: &str) -> Vec<Value> {
-    server
-        .logs()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|l| l["span"]["request_id"] == request_id)
-        .collect()
+/// The JSON log lines of the request with this id, once its last line (`request finished`)
+/// has come through the server's standard error.
+async fn request_lines(server: &Server, request_id: &str) -> Vec<Value> {
+    let end = tokio::time::Instant::now() + WAIT;
+    loop {
+        let lines: Vec<Value> = server
+            .logs()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["span"]["request_id"] == request_id)
+            .collect();
+        if lines
+            .iter()
+            .any(|l| l["fields"]["message"] == "request finished")
+        {
+            return lines;
+        }
+        assert!(
+            tokio::time::Instant::now() < end,
+            "no `request finished` line for {request_id}:\n{}",
+            server.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn every_log_line_of_a_request_carries_its_trace_id(backend: Backend) {
@@ -241,7 +257,7 @@ async fn every_log_line_of_a_request_carries_its_trace_id(backend: Backend) {
     .await
     .expect(201);
     let id = r.header("x-request-id").unwrap().to_owned();
-    let lines = request_lines(&server, &id);
+    let lines = request_lines(&server, &id).await;
     assert!(!lines.is_empty(), "{}", server.logs());
     for l in &lines {
         assert_eq!(l["span"]["trace_id"], TRACE_ID, "{l}");
@@ -258,7 +274,7 @@ async fn every_log_line_of_a_request_carries_its_trace_id(backend: Backend) {
         }
         let r = Server::read(req.send().await.unwrap()).await.expect(200);
         let id = r.header("x-request-id").unwrap().to_owned();
-        let lines = request_lines(&server, &id);
+        let lines = request_lines(&server, &id).await;
         assert!(!lines.is_empty());
         let trace = lines[0]["span"]["trace_id"].as_str().unwrap().to_owned();
         assert_eq!(trace.len(), 32);
