@@ -339,7 +339,7 @@ async fn the_timeline_lists_every_step_in_order(backend: Backend) {
     let path = format!("{TEXT}/{uuid}");
     // The ledger records an attempt just after the receiver answers: wait for both.
     let mut body = Value::Null;
-    for _ in 0..200 {
+    for _ in 0..600 {
         body = server.get(&path, &seed.key).await.expect(200).body;
         let attempts = body["timeline"]
             .as_array()
