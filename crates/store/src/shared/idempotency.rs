@@ -101,17 +101,31 @@ impl IdempotencyStore for Backend {
         }
         // The key exists (or existed a moment ago): decide under a transaction.
         let mut tx = self.write().await?;
-        let inserted: Option<i64> = insert().fetch_optional(&mut *tx).await?;
-        if let Some(record_id) = inserted {
-            tx.commit(Effects::none()).await?;
-            return Ok(claimed(record_id));
-        }
-        // The key exists: lock its row (PostgreSQL) and decide.
-        let row: RecordRow = sqlx::query_as(dialect::SELECT_IDEMPOTENCY_FOR_UPDATE)
-            .bind(c.api_key_id)
-            .bind(&c.key)
-            .fetch_one(&mut *tx)
-            .await?;
+        let mut tries = 0;
+        let row: RecordRow = loop {
+            let inserted: Option<i64> = insert().fetch_optional(&mut *tx).await?;
+            if let Some(record_id) = inserted {
+                tx.commit(Effects::none()).await?;
+                return Ok(claimed(record_id));
+            }
+            // The key exists: lock its row (PostgreSQL) and decide.
+            let row: Option<RecordRow> = sqlx::query_as(dialect::SELECT_IDEMPOTENCY_FOR_UPDATE)
+                .bind(c.api_key_id)
+                .bind(&c.key)
+                .fetch_optional(&mut *tx)
+                .await?;
+            match row {
+                Some(row) => break row,
+                // Purged (expired) between the insert and the read (PostgreSQL, READ
+                // COMMITTED): the key is free again, so insert once more.
+                None if tries < 8 => tries += 1,
+                None => {
+                    return Err(StoreError::Other(
+                        "an idempotency record kept vanishing while it was claimed".into(),
+                    ));
+                }
+            }
+        };
         let token = ClaimToken {
             record_id: row.id,
             owner: c.owner,
