@@ -33,23 +33,6 @@ pub(super) async fn next_sequence(
     Ok(next - 1)
 }
 
-/// Whether the chain has an unfinished delivery (`pending` or `retrying`): a new one waits.
-pub(super) async fn has_unfinished(
-    conn: &mut Conn,
-    endpoint_id: i64,
-    key: Uuid,
-) -> StoreResult<bool> {
-    let found: Option<i64> = sqlx::query_scalar(
-        "SELECT id FROM webhook_deliveries
-         WHERE endpoint_id = $1 AND order_key = $2 AND status IN ('pending', 'retrying') LIMIT 1",
-    )
-    .bind(endpoint_id)
-    .bind(key)
-    .fetch_optional(&mut *conn)
-    .await?;
-    Ok(found.is_some())
-}
-
 /// After a delivery of the chain ended: takes the chain's lock and, when no unfinished
 /// delivery of the chain is due or in flight and the endpoint is active, makes the earliest
 /// held one due now. Returns whether one was released.

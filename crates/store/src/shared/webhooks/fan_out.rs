@@ -119,15 +119,37 @@ pub(in super::super) async fn insert_delivery(
     conn: &mut Conn,
     d: &NewDelivery<'_>,
 ) -> StoreResult<bool> {
-    let (sequence, due) = match d.order_key {
-        None => (None, true),
-        Some(key) => {
-            let sequence = super::chains::next_sequence(conn, d.endpoint_id, key).await?;
-            let busy = super::chains::has_unfinished(conn, d.endpoint_id, key).await?;
-            (Some(sequence), !busy)
-        }
-    };
-    let due_at = due.then_some(d.now);
+    if let Some(key) = d.order_key {
+        let sequence = super::chains::next_sequence(conn, d.endpoint_id, key).await?;
+        // Held when the chain has an unfinished delivery: decided by the INSERT itself (one
+        // statement fewer per ordered delivery; the chain's lock is already held).
+        let due_at: Option<Timestamp> = sqlx::query_scalar(
+            "INSERT INTO webhook_deliveries (uuid, org_id, event_id, endpoint_id, event_name, status, attempts,
+                                             due_at, next_attempt_at, created_at, updated_at, trigger, order_key,
+                                             sequence)
+             SELECT $1, $2, $3, $4, $5, 'pending', 0, h.due, h.due, $7, $7, $8, $9, $10
+             FROM (SELECT CASE WHEN EXISTS (
+                       SELECT 1 FROM webhook_deliveries u
+                       WHERE u.endpoint_id = $4 AND u.order_key = $9 AND u.status IN ('pending', 'retrying'))
+                   THEN NULL ELSE $6 END AS due) h
+             RETURNING due_at",
+        )
+        .bind(d.uuid)
+        .bind(d.org_id)
+        .bind(d.event_id)
+        .bind(d.endpoint_id)
+        .bind(d.event_name)
+        .bind(d.now)
+        .bind(d.now)
+        .bind(d.trigger)
+        .bind(key)
+        .bind(sequence)
+        .fetch_one(&mut *conn)
+        .await?;
+        return Ok(due_at.is_some());
+    }
+    // Unordered: due now, no chain.
+    let (sequence, due_at) = (None::<i64>, Some(d.now));
     sqlx::query(
         "INSERT INTO webhook_deliveries (uuid, org_id, event_id, endpoint_id, event_name, status, attempts,
                                          due_at, next_attempt_at, created_at, updated_at, trigger, order_key,
@@ -148,7 +170,7 @@ pub(in super::super) async fn insert_delivery(
     .bind(sequence)
     .execute(&mut *conn)
     .await?;
-    Ok(due)
+    Ok(true)
 }
 
 /// Inserts unordered deliveries (no `order_key`: no chain to number), due now, in one
