@@ -42,8 +42,9 @@ pub struct MessageRecord {
     pub trace: Option<String>,
 }
 
-/// One step of a message's journey (see `switchboard_domain::message::timeline`).
-#[derive(Clone, Debug, PartialEq)]
+/// One step of a message's journey (see `switchboard_domain::message::timeline`); the first
+/// steps are kept in `messages.journey` as a JSON array of these.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MessageStep {
     pub at: Timestamp,
     pub kind: StepKind,

@@ -113,34 +113,6 @@ impl TryFrom<MessageRow> for MessageRecord {
     }
 }
 
-/// A step as kept in `messages.journey`.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct StoredStep {
-    at: Timestamp,
-    kind: StepKind,
-    detail: Value,
-}
-
-impl From<&MessageStep> for StoredStep {
-    fn from(s: &MessageStep) -> Self {
-        StoredStep {
-            at: s.at,
-            kind: s.kind,
-            detail: s.detail.clone(),
-        }
-    }
-}
-
-impl From<StoredStep> for MessageStep {
-    fn from(s: StoredStep) -> Self {
-        MessageStep {
-            at: s.at,
-            kind: s.kind,
-            detail: s.detail,
-        }
-    }
-}
-
 #[derive(sqlx::FromRow)]
 struct AttemptStepRow {
     started_at: Timestamp,
@@ -203,7 +175,7 @@ pub(super) async fn insert_message(
     .bind(created_at)
     .bind(now)
     .bind(crate::observe::current_trace())
-    .bind(Json(journey.iter().map(StoredStep::from).collect::<Vec<_>>()))
+    .bind(Json(journey))
     .fetch_optional(&mut *conn)
     .await?)
 }
@@ -579,7 +551,7 @@ impl MessageStore for Backend {
 
     async fn message_timeline(&self, message_id: i64) -> StoreResult<Vec<MessageStep>> {
         // The first steps, kept with the message; then each later status change.
-        let journey: Option<Json<Vec<StoredStep>>> =
+        let journey: Option<Json<Vec<MessageStep>>> =
             sqlx::query_scalar("SELECT journey FROM messages WHERE id = $1")
                 .bind(message_id)
                 .fetch_optional(self.reader())
@@ -591,9 +563,7 @@ impl MessageStore for Backend {
         .bind(message_id)
         .fetch_all(self.reader())
         .await?;
-        let mut steps: Vec<MessageStep> = journey
-            .map(|j| j.0.into_iter().map(MessageStep::from).collect())
-            .unwrap_or_default();
+        let mut steps: Vec<MessageStep> = journey.map(|j| j.0).unwrap_or_default();
         let later = rows
             .into_iter()
             .map(|(at, kind, detail)| {
