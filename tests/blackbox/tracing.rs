@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
 use serde_json::{Value, json};
 
@@ -482,7 +483,7 @@ async fn the_timeline_lists_every_step_in_order(backend: Backend) {
 /// A stub OTLP/HTTP collector: keeps every span it is sent.
 struct Collector {
     url: String,
-    spans: Arc<Mutex<Vec<opentelemetry_proto::tonic::trace::v1::Span>>>,
+    spans: Arc<Mutex<Vec<Span>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -532,14 +533,27 @@ impl Collector {
         Collector { url, spans, task }
     }
 
-    fn of_trace(&self, trace: &str) -> Vec<opentelemetry_proto::tonic::trace::v1::Span> {
-        self.spans
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|s| hex::encode(&s.trace_id) == trace)
-            .cloned()
-            .collect()
+    /// Waits until `found` finds something in the spans received so far; panics after [`WAIT`]
+    /// with the names received.
+    async fn wait_until<T>(&self, found: impl Fn(&[Span]) -> Option<T>) -> T {
+        let end = tokio::time::Instant::now() + WAIT;
+        loop {
+            let (hit, names) = {
+                let all = self.spans.lock().unwrap();
+                (
+                    found(&all),
+                    all.iter().map(|s| s.name.clone()).collect::<Vec<_>>(),
+                )
+            };
+            if let Some(hit) = hit {
+                return hit;
+            }
+            assert!(
+                tokio::time::Instant::now() < end,
+                "spans received: {names:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -580,19 +594,19 @@ async fn spans_are_exported_to_an_otlp_collector(backend: Backend) {
         "store.transaction",
         "webhook.attempt",
     ];
-    let end = tokio::time::Instant::now() + WAIT;
-    let spans = loop {
-        let spans = collector.of_trace(TRACE_ID);
-        if wanted.iter().all(|w| spans.iter().any(|s| s.name == *w)) {
-            break spans;
-        }
-        assert!(
-            tokio::time::Instant::now() < end,
-            "spans of the trace: {:?}",
-            spans.iter().map(|s| &s.name).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let spans = collector
+        .wait_until(|all| {
+            let spans: Vec<Span> = all
+                .iter()
+                .filter(|s| hex::encode(&s.trace_id) == TRACE_ID)
+                .cloned()
+                .collect();
+            wanted
+                .iter()
+                .all(|w| spans.iter().any(|s| s.name == *w))
+                .then_some(spans)
+        })
+        .await;
     let named = |n: &str| spans.iter().find(|s| s.name == n).unwrap().clone();
     let request = named("POST /api/v1/integrations/messages");
     // The request continues the caller's span; the rest hang off the request.
@@ -637,21 +651,9 @@ async fn spans_are_exported_to_an_otlp_collector(backend: Backend) {
     )
     .await
     .expect(200);
-    let end = tokio::time::Instant::now() + WAIT;
-    let status = loop {
-        let found = collector
-            .spans
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|s| s.name == "message.status")
-            .cloned();
-        if let Some(s) = found {
-            break s;
-        }
-        assert!(tokio::time::Instant::now() < end, "no message.status span");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = collector
+        .wait_until(|all| all.iter().find(|s| s.name == "message.status").cloned())
+        .await;
     assert_ne!(
         hex::encode(&status.trace_id),
         TRACE_ID,

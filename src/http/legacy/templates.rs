@@ -16,29 +16,12 @@ use super::super::pagination::Page;
 use super::super::query::QueryParams;
 use super::super::state::AppState;
 
-/// Query parameters of the catalogue (for the OpenAPI document).
-#[derive(utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct TemplatesParams {
-    /// Page size, 1 to 200 (default 50).
-    limit: Option<i64>,
-    /// `next_cursor` of the previous page.
-    cursor: Option<String>,
-    /// Only this channel's templates (a channel of another organization gives an empty list).
-    channel_id: Option<i64>,
-    /// `approved`, `pending`, `rejected`, `paused` or `disabled`.
-    status: Option<String>,
-    /// Only templates with exactly this name (every language).
-    name: Option<String>,
-}
-
 /// The organization's template catalogue, newest first.
 #[utoipa::path(
     get,
     path = "/api/templates",
     tag = "legacy",
-    params(TemplatesParams),
+    params(crate::http::templates::TemplateListParams),
     security(("bearer" = ["templates:read"])),
     responses(
         (status = 200, description = "A page of catalog templates, newest first.", body = Page<TemplateOut>),
