@@ -137,11 +137,21 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         })?;
     let addr = listener.local_addr()?;
 
-    let limiter = match &rt.config.redis_url {
-        Some(url) => RateLimiter::with_redis(rt.clock.clone(), url, &rt.deployment_id)
-            .await
-            .map_err(anyhow::Error::msg)?,
+    let redis = match &rt.config.redis_url {
+        Some(url) => Some(
+            crate::shared_redis::SharedRedis::connect(url, &rt.deployment_id)
+                .await
+                .map_err(anyhow::Error::msg)?,
+        ),
+        None => None,
+    };
+    let limiter = match &redis {
+        Some(r) => RateLimiter::with_redis(rt.clock.clone(), r.clone()),
         None => RateLimiter::local(rt.clock.clone()),
+    };
+    let pacer = match &redis {
+        Some(r) => crate::providers::pacing::Pacer::shared(rt.config.recipient_interval, r.clone()),
+        None => crate::providers::pacing::Pacer::local(rt.config.recipient_interval),
     };
     let config_cache = Arc::new(crate::cache::ConfigCache::default());
     let recovery_wake = Arc::new(tokio::sync::Notify::new());
@@ -153,7 +163,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         limiter: limiter.clone(),
         key_touches: Default::default(),
         config_cache: config_cache.clone(),
-        providers: crate::providers::ProviderHub::new(rt.config.provider_timeout),
+        providers: crate::providers::ProviderHub::new(rt.config.provider_timeout).with_pacer(pacer),
         metrics: crate::telemetry::metrics_handle(),
         webhook_lookup: crate::webhooks::url_safety::system_lookup(),
         recovery_wake: recovery_wake.clone(),
@@ -178,6 +188,17 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         cache: config_cache.clone(),
     };
     tasks.spawn(campaigns.run(shutdown.clone()));
+    // The send worker: queued messages (batch items, paced and throttled sends).
+    let sender = ops::sending::queued::SendWorker {
+        store: rt.store.clone(),
+        secrets: rt.secrets.clone(),
+        clock: rt.clock.clone(),
+        providers: state.providers.clone(),
+        cache: config_cache.clone(),
+        concurrency: 16,
+        provider_timeout: rt.config.provider_timeout,
+    };
+    tasks.spawn(sender.run(shutdown.clone()));
     let recoveries = crate::webhooks::recovery::RecoveryWorker {
         store: rt.store.clone(),
         clock: rt.clock.clone(),

@@ -27,6 +27,7 @@ pub mod crypto;
 pub mod http;
 pub mod ops;
 pub mod providers;
+pub mod shared_redis;
 pub mod telemetry;
 pub mod trace;
 pub mod views;

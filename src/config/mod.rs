@@ -68,6 +68,10 @@ pub struct Config {
     pub recovery_page_interval: Duration,
     /// How often the template catalogues are synced from the providers (zero: never).
     pub template_sync_interval: Duration,
+    /// The least time between two messages of a channel to one recipient (paced channels).
+    pub recipient_interval: Duration,
+    /// Batch items per credential per minute.
+    pub rate_limit_batch_items: u32,
     pub rate_limits: RateLimits,
     pub rate_limit_overrides: BTreeMap<i64, RateLimits>,
     pub delivery_retention: Duration,
@@ -251,6 +255,12 @@ impl Config {
                 Duration::ZERO,
                 Duration::from_secs(30 * 86_400),
             )?,
+            recipient_interval: src.duration(
+                "recipient_interval",
+                Duration::ZERO,
+                Duration::from_secs(3_600),
+            )?,
+            rate_limit_batch_items: src.number("rate_limit_batch_items", 1, 10_000_000)?,
             recovery_page_interval: src.duration(
                 "recovery_page_interval",
                 Duration::ZERO,

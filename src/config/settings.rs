@@ -95,6 +95,16 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "message sends per credential per minute",
     },
     Setting {
+        name: "rate_limit_batch_items",
+        default: "6000",
+        meaning: "items of POST /messages/batch per credential per minute (a batch also counts as one send)",
+    },
+    Setting {
+        name: "recipient_interval",
+        default: "6s",
+        meaning: "the least time between two messages of a whatsapp_cloud channel to one recipient (sends wait up to 10s, batch items are scheduled); 0s turns it off",
+    },
+    Setting {
         name: "rate_limit_tests",
         default: "10",
         meaning: "webhook endpoint tests per credential per minute",

@@ -116,6 +116,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         LimitClass::Reads => limits.reads,
         LimitClass::Sends => limits.sends,
         LimitClass::Tests => limits.tests,
+        LimitClass::BatchItems => state.config.rate_limit_batch_items,
     };
     let decision = state.limiter.check(principal.key_id, class, limit).await;
     if !decision.allowed {

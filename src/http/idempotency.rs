@@ -198,10 +198,11 @@ where
 }
 
 /// The v1 paths that handle `Idempotency-Key` themselves (the sends).
-const SEND_PATHS: [&str; 3] = [
+const SEND_PATHS: [&str; 4] = [
     "/api/v1/integrations/messages",
     "/api/v1/integrations/messages/media",
     "/api/v1/integrations/messages/template",
+    "/api/v1/integrations/messages/batch",
 ];
 
 /// Marker stored in front of a sealed response body (JSON never starts with it).

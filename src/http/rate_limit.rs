@@ -9,26 +9,23 @@
 //! instead of refusing traffic or letting it through unlimited.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, Method};
 use dashmap::DashMap;
 
+use crate::shared_redis::{Fallback, SharedRedis};
 use switchboard_domain::clock::SharedClock;
 
 /// One minute, in microseconds.
 const WINDOW_US: i64 = 60_000_000;
-/// How long a Redis call may take before this request falls back to the local limiter.
-const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
-/// After a Redis failure, how long to use the local limiter before trying Redis again.
-const REDIS_BACKOFF_MS: i64 = 5_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LimitClass {
     Reads,
     Sends,
     Tests,
+    /// The items of batch sends (counted by the batch handler, a batch's cost its item count).
+    BatchItems,
 }
 
 impl LimitClass {
@@ -37,6 +34,7 @@ impl LimitClass {
             LimitClass::Reads => "reads",
             LimitClass::Sends => "sends",
             LimitClass::Tests => "tests",
+            LimitClass::BatchItems => "batch_items",
         }
     }
 
@@ -48,6 +46,7 @@ impl LimitClass {
                 "/api/v1/integrations/messages"
                     | "/api/v1/integrations/messages/media"
                     | "/api/v1/integrations/messages/template"
+                    | "/api/v1/integrations/messages/batch"
                     | "/api/send"
                     | "/api/send/media"
                     | "/api/send/template"
@@ -130,9 +129,9 @@ fn ceil_secs(us: i64) -> u64 {
     (us.max(0) as u64).div_ceil(1_000_000)
 }
 
-/// One GCRA step. Returns (allowed, new TAT).
-fn gcra(tat_us: Option<i64>, now_us: i64, limit: u32) -> (bool, i64) {
-    let interval = WINDOW_US / i64::from(limit.max(1));
+/// One GCRA step for `cost` requests. Returns (allowed, new TAT).
+fn gcra(tat_us: Option<i64>, now_us: i64, limit: u32, cost: u32) -> (bool, i64) {
+    let interval = WINDOW_US / i64::from(limit.max(1)) * i64::from(cost.max(1));
     let tat = tat_us.unwrap_or(now_us).max(now_us);
     let new_tat = tat + interval;
     if new_tat - now_us > WINDOW_US {
@@ -152,13 +151,9 @@ pub struct RateLimiter {
 }
 
 struct RedisLimiter {
-    /// Set once the first connection succeeds; the manager reconnects by itself afterwards.
-    conn: Arc<std::sync::OnceLock<redis::aio::ConnectionManager>>,
+    redis: SharedRedis,
     script: redis::Script,
-    /// Distinguishes deployments that share one Redis: `switchboard:{namespace}:rl:...`.
-    namespace: String,
-    /// While now < this (ms), skip Redis and use the local limiter.
-    skip_until_ms: AtomicI64,
+    fallback: Fallback,
 }
 
 /// The Redis side of GCRA. KEYS[1] = bucket, ARGV[1] = interval (µs), ARGV[2] = window (µs).
@@ -187,59 +182,17 @@ impl RateLimiter {
         })
     }
 
-    /// A limiter that shares its buckets through Redis. A malformed URL is an error; an
-    /// unreachable Redis is not: the instance starts with its own limits (warning) and keeps
-    /// trying to connect in the background.
-    pub async fn with_redis(
-        clock: SharedClock,
-        url: &str,
-        namespace: &str,
-    ) -> Result<Arc<RateLimiter>, String> {
-        let client = redis::Client::open(url).map_err(|e| format!("SWITCHBOARD_REDIS_URL: {e}"))?;
-        let conn = Arc::new(std::sync::OnceLock::new());
-        match Self::connect(&client).await {
-            Ok(c) => {
-                let _ = conn.set(c);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot connect to Redis; rate limits are per instance until it is reachable");
-                let slot = conn.clone();
-                tokio::spawn(async move {
-                    loop {
-                        tokio::time::sleep(Duration::from_secs(2)).await;
-                        if let Ok(c) = Self::connect(&client).await {
-                            let _ = slot.set(c);
-                            tracing::info!("connected to Redis; rate limits are shared again");
-                            return;
-                        }
-                    }
-                });
-            }
-        }
-        Ok(Arc::new(RateLimiter {
+    /// A limiter that shares its buckets through Redis (see [`SharedRedis`]).
+    pub fn with_redis(clock: SharedClock, redis: SharedRedis) -> Arc<RateLimiter> {
+        Arc::new(RateLimiter {
             clock,
             local: DashMap::new(),
             redis: Some(RedisLimiter {
-                conn,
+                redis,
                 script: redis::Script::new(GCRA_LUA),
-                namespace: namespace.to_owned(),
-                skip_until_ms: AtomicI64::new(0),
+                fallback: Fallback::default(),
             }),
-        }))
-    }
-
-    async fn connect(client: &redis::Client) -> Result<redis::aio::ConnectionManager, String> {
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Duration::from_secs(2))
-            .set_response_timeout(Duration::from_secs(1))
-            .set_number_of_retries(1);
-        tokio::time::timeout(
-            Duration::from_secs(3),
-            redis::aio::ConnectionManager::new_with_config(client.clone(), config),
-        )
-        .await
-        .map_err(|_| "timed out".to_owned())?
-        .map_err(|e| e.to_string())
+        })
     }
 
     pub fn is_shared(&self) -> bool {
@@ -248,15 +201,24 @@ impl RateLimiter {
 
     /// Counts one request of `class` for credential `key_id` against `limit` per minute.
     pub async fn check(&self, key_id: i64, class: LimitClass, limit: u32) -> Decision {
+        self.check_cost(key_id, class, limit, 1).await
+    }
+
+    /// Counts `cost` requests at once (a batch's items); all or none are admitted.
+    pub async fn check_cost(
+        &self,
+        key_id: i64,
+        class: LimitClass,
+        limit: u32,
+        cost: u32,
+    ) -> Decision {
         if let Some(redis) = &self.redis {
             let now_ms = self.clock.now().millis();
-            if now_ms >= redis.skip_until_ms.load(Ordering::Relaxed) {
-                match self.check_redis(redis, key_id, class, limit).await {
+            if redis.fallback.use_redis(now_ms) {
+                match self.check_redis(redis, key_id, class, limit, cost).await {
                     Ok(d) => return d,
                     Err(e) => {
-                        redis
-                            .skip_until_ms
-                            .store(now_ms + REDIS_BACKOFF_MS, Ordering::Relaxed);
+                        redis.fallback.failed(now_ms);
                         metrics::counter!("switchboard_rate_limit_redis_errors_total").increment(1);
                         tracing::warn!(error = %e, "Redis rate limiting failed; using this instance's own limits for a few seconds");
                     }
@@ -264,13 +226,13 @@ impl RateLimiter {
             }
             metrics::counter!("switchboard_rate_limit_local_fallback_total").increment(1);
         }
-        self.check_local(key_id, class, limit)
+        self.check_local(key_id, class, limit, cost)
     }
 
-    fn check_local(&self, key_id: i64, class: LimitClass, limit: u32) -> Decision {
+    fn check_local(&self, key_id: i64, class: LimitClass, limit: u32, cost: u32) -> Decision {
         let now_us = self.clock.now().millis() * 1000;
         let mut entry = self.local.entry((key_id, class)).or_insert(now_us);
-        let (allowed, tat) = gcra(Some(*entry), now_us, limit);
+        let (allowed, tat) = gcra(Some(*entry), now_us, limit, cost);
         *entry = tat;
         Decision::from_offset(class, limit, allowed, tat - now_us)
     }
@@ -281,25 +243,17 @@ impl RateLimiter {
         key_id: i64,
         class: LimitClass,
         limit: u32,
+        cost: u32,
     ) -> Result<Decision, String> {
-        let interval = WINDOW_US / i64::from(limit.max(1));
+        let interval = WINDOW_US / i64::from(limit.max(1)) * i64::from(cost.max(1));
         let key = format!(
             "switchboard:{}:rl:{}:{key_id}",
-            redis.namespace,
+            redis.redis.namespace,
             class.policy()
         );
-        let mut conn = redis
-            .conn
-            .get()
-            .ok_or_else(|| "not connected".to_owned())?
-            .clone();
         let mut invocation = redis.script.key(key);
         invocation.arg(interval).arg(WINDOW_US);
-        let result: Result<(i64, i64), redis::RedisError> =
-            tokio::time::timeout(REDIS_TIMEOUT, invocation.invoke_async(&mut conn))
-                .await
-                .map_err(|_| "timed out".to_owned())?;
-        let (allowed, offset) = result.map_err(|e| e.to_string())?;
+        let (allowed, offset): (i64, i64) = redis.redis.invoke(&invocation).await?;
         Ok(Decision::from_offset(class, limit, allowed == 1, offset))
     }
 
@@ -313,6 +267,7 @@ impl RateLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
     use switchboard_domain::Timestamp;
     use switchboard_domain::clock::ManualClock;
 
@@ -391,10 +346,11 @@ mod tests {
         };
         let clock: SharedClock = Arc::new(switchboard_domain::clock::SystemClock);
         let ns = uuid::Uuid::new_v4().to_string();
-        let a = RateLimiter::with_redis(clock.clone(), &url, &ns)
-            .await
-            .unwrap();
-        let b = RateLimiter::with_redis(clock, &url, &ns).await.unwrap();
+        let a = RateLimiter::with_redis(
+            clock.clone(),
+            SharedRedis::connect(&url, &ns).await.unwrap(),
+        );
+        let b = RateLimiter::with_redis(clock, SharedRedis::connect(&url, &ns).await.unwrap());
         let key_id = 1;
         let mut admitted = 0;
         for i in 0..10 {
@@ -409,9 +365,12 @@ mod tests {
     #[tokio::test]
     async fn falls_back_to_local_limits_when_redis_is_unreachable() {
         let clock = ManualClock::new(Timestamp::from_millis(1_000_000));
-        let limiter = RateLimiter::with_redis(clock, "redis://127.0.0.1:1", "t")
-            .await
-            .unwrap();
+        let limiter = RateLimiter::with_redis(
+            clock,
+            SharedRedis::connect("redis://127.0.0.1:1", "t")
+                .await
+                .unwrap(),
+        );
         let results: Vec<bool> = {
             let mut v = Vec::new();
             for _ in 0..4 {
@@ -424,14 +383,6 @@ mod tests {
             vec![true, true, true, false],
             "local limits still apply"
         );
-        assert!(
-            RateLimiter::with_redis(
-                Arc::new(switchboard_domain::clock::SystemClock),
-                "not a url",
-                "t"
-            )
-            .await
-            .is_err()
-        );
+        assert!(SharedRedis::connect("not a url", "t").await.is_err());
     }
 }

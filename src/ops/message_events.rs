@@ -15,6 +15,7 @@ use crate::views::messages::{ContactOut, ConversationOut, MessageOut};
 use switchboard_domain::Timestamp;
 use switchboard_domain::contact::Contact;
 use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::message::MessageStatus;
 use switchboard_store::{BatchChange, MessageRecord, RecordedOutbound};
 
 pub(crate) fn message_data(m: &MessageRecord) -> Value {
@@ -32,7 +33,9 @@ pub(crate) fn message_data(m: &MessageRecord) -> Value {
     })
 }
 
-/// `contact.created` / `conversation.created` for what `r` created, then `name` for its message.
+/// `contact.created` / `conversation.created` for what `r` created, then `name` for its message
+/// (not for a message recorded `queued`: its `message.sent` comes when the send worker sends
+/// it, [`sent_effects`]).
 pub(crate) fn recorded_effects(r: &RecordedOutbound, name: &str) -> Effects {
     let m = &r.message;
     let channel = Some(m.channel.clone());
@@ -60,11 +63,25 @@ pub(crate) fn recorded_effects(r: &RecordedOutbound, name: &str) -> Effects {
             m.updated_at,
         ));
     }
+    if m.status == MessageStatus::Queued {
+        return effects;
+    }
     effects.event(NewEvent::new(
         m.org_id,
         name,
         message_data(m),
         channel,
+        m.updated_at,
+    ))
+}
+
+/// `message.sent` for a queued message the send worker sent (or that failed).
+pub(crate) fn sent_effects(m: &MessageRecord) -> Effects {
+    Effects::none().event(NewEvent::new(
+        m.org_id,
+        "message.sent",
+        message_data(m),
+        Some(m.channel.clone()),
         m.updated_at,
     ))
 }

@@ -112,6 +112,9 @@ pub async fn sync_channel(
         ProviderError::Unavailable(m) => OpError::unavailable(format!(
             "the provider's template list could not be read: {m}"
         )),
+        ProviderError::Throttled { message, .. } => OpError::unavailable(format!(
+            "the provider throttled the template list (try again later): {message}"
+        )),
         rejected @ ProviderError::Rejected { .. } => OpError::unavailable(format!(
             "the provider refused the template list: {}",
             rejected.to_json(channel.channel_type)

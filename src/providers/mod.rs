@@ -9,6 +9,7 @@
 //! ([`ProviderHub::for_channel`]); the HTTP client is built once, with the provider timeout,
 //! and shared. Adapters never log message bodies, tokens or secrets.
 
+pub mod pacing;
 pub mod sandbox;
 pub mod telegram;
 pub mod whatsapp_cloud;
@@ -55,6 +56,13 @@ pub enum ProviderError {
     /// The provider could not be reached or answered 5xx, 429 or something unreadable:
     /// 503 `provider_unavailable`; nothing is stored and the client may retry.
     Unavailable(String),
+    /// The provider asked to slow down (WhatsApp: Graph error 130429, 131056, 80007 or 4, or
+    /// HTTP 429): the message is kept `queued` and tried again later.
+    Throttled {
+        http_status: u16,
+        code: Option<Value>,
+        message: String,
+    },
     /// The channel lacks the settings this needs (422 `invalid_channel`).
     NotConfigured(String),
     /// The channel type cannot do this (422 `invalid_channel`).
@@ -81,6 +89,17 @@ impl ProviderError {
             ProviderError::Unavailable(m) => {
                 json!({"code": "provider_unavailable", "message": m, "provider": provider})
             }
+            ProviderError::Throttled {
+                http_status,
+                code,
+                message,
+            } => json!({
+                "code": "provider_throttled",
+                "message": message,
+                "provider": provider,
+                "provider_status": http_status,
+                "provider_code": code,
+            }),
             ProviderError::NotConfigured(m) | ProviderError::Unsupported(m) => {
                 json!({"code": "invalid_channel", "message": m, "provider": provider})
             }
@@ -177,6 +196,11 @@ pub trait Provider: Send + Sync {
     /// Whether the contact can be reached on this channel; the reason for people if not.
     fn check_recipient(&self, contact: &Contact) -> Result<(), String>;
 
+    /// The channel's pace (`max_per_second`), for paced channel types; `None`: not paced.
+    fn max_per_second(&self) -> Option<u32> {
+        None
+    }
+
     /// Sends a message. Never called inside a database transaction.
     async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError>;
 
@@ -207,6 +231,10 @@ pub trait Provider: Send + Sync {
 #[derive(Clone)]
 pub struct ProviderHub {
     http: reqwest::Client,
+    /// The pace of paced channels' sends (WhatsApp Cloud).
+    pacer: std::sync::Arc<pacing::Pacer>,
+    /// Wakes this process's send worker when a message is queued.
+    send_wake: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl ProviderHub {
@@ -220,7 +248,33 @@ impl ProviderHub {
             .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")))
             .build()
             .expect("the provider HTTP client builds");
-        ProviderHub { http }
+        ProviderHub {
+            http,
+            pacer: std::sync::Arc::new(pacing::Pacer::local(Duration::from_secs(6))),
+            send_wake: Default::default(),
+        }
+    }
+
+    /// The same hub with its pace kept by `pacer`.
+    pub fn with_pacer(self, pacer: pacing::Pacer) -> ProviderHub {
+        ProviderHub {
+            pacer: std::sync::Arc::new(pacer),
+            ..self
+        }
+    }
+
+    pub fn pacer(&self) -> &pacing::Pacer {
+        &self.pacer
+    }
+
+    /// Tells this process's send worker that a message was queued.
+    pub fn wake_send_worker(&self) {
+        self.send_wake.notify_one();
+    }
+
+    /// What the send worker waits on.
+    pub fn send_worker_wakeup(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.send_wake.clone()
     }
 
     /// The adapter of a channel type with its decrypted configuration (`Null` when none).
@@ -285,6 +339,19 @@ pub fn check_config(channel_type: ChannelType, config: &Value) -> Result<(), Str
                 text(key)?;
             }
             base_url("api_base_url")?;
+            if let Some(v) = obj.get("max_per_second").filter(|v| !v.is_null()) {
+                let max = switchboard_domain::pacing::MAX_MAX_PER_SECOND;
+                let n = match v {
+                    Value::Number(n) => n.as_u64(),
+                    Value::String(s) => s.trim().parse::<u64>().ok(),
+                    _ => None,
+                };
+                if !n.is_some_and(|n| (1..=u64::from(max)).contains(&n)) {
+                    return Err(format!(
+                        "`max_per_second` must be a whole number from 1 to {max}"
+                    ));
+                }
+            }
         }
         ChannelType::Telegram => {
             if let Some(token) = text("bot_token")? {

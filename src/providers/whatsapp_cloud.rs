@@ -30,6 +30,7 @@ use switchboard_domain::contact::{Contact, clean_profile_name};
 use switchboard_domain::message::{
     Content, MediaType, MessageStatus, MessageType, parse_reported_status,
 };
+use switchboard_domain::pacing::{DEFAULT_MAX_PER_SECOND, MAX_MAX_PER_SECOND};
 use switchboard_domain::phone::Phone;
 use switchboard_domain::template::status_of_provider_event;
 
@@ -48,6 +49,8 @@ pub struct Config {
     pub app_secret: Option<String>,
     pub verify_token: Option<String>,
     pub api_base_url: Option<String>,
+    /// Sends per second at most (`max_per_second`, default 80).
+    pub max_per_second: u32,
 }
 
 impl std::fmt::Debug for Config {
@@ -83,6 +86,10 @@ impl Config {
             app_secret: setting(config, &["app_secret"]),
             verify_token: setting(config, &["verify_token"]),
             api_base_url: setting(config, &["api_base_url", "base_url", "graph_api_base_url"]),
+            max_per_second: setting(config, &["max_per_second"])
+                .and_then(|s| s.parse::<u32>().ok())
+                .filter(|n| (1..=MAX_MAX_PER_SECOND).contains(n))
+                .unwrap_or(DEFAULT_MAX_PER_SECOND),
         }
     }
 }
@@ -236,18 +243,24 @@ pub fn read_send_answer(status: u16, body: &[u8]) -> Result<Accepted, ProviderEr
         .as_ref()
         .and_then(Value::as_i64)
         .is_some_and(|c| THROTTLING_CODES.contains(&c));
-    if status == 429 || status >= 500 || throttled || !(400..500).contains(&status) {
-        return Err(ProviderError::Unavailable(format!(
-            "the provider answered HTTP {status}{}",
-            if throttled { " (throttled)" } else { "" }
-        )));
-    }
     let text = |k: &str| {
         error
             .and_then(|e| e.get(k))
             .and_then(Value::as_str)
             .map(|s| s.chars().take(1000).collect::<String>())
     };
+    if status == 429 || throttled {
+        return Err(ProviderError::Throttled {
+            http_status: status,
+            code,
+            message: text("message").unwrap_or_else(|| "the provider throttled the send".into()),
+        });
+    }
+    if status >= 500 || !(400..500).contains(&status) {
+        return Err(ProviderError::Unavailable(format!(
+            "the provider answered HTTP {status}"
+        )));
+    }
     let mut details = Map::new();
     for key in [
         "type",
@@ -285,6 +298,10 @@ impl Provider for WhatsappCloud {
 
     fn supports(&self, _: MessageType) -> bool {
         true
+    }
+
+    fn max_per_second(&self) -> Option<u32> {
+        Some(self.config.max_per_second)
     }
 
     fn check_recipient(&self, contact: &Contact) -> Result<(), String> {
@@ -733,14 +750,25 @@ mod tests {
         ));
         assert!(matches!(
             read_send_answer(429, b"{}"),
-            Err(ProviderError::Unavailable(_))
+            Err(ProviderError::Throttled {
+                http_status: 429,
+                ..
+            })
         ));
+        for code in [130429, 131056, 80007] {
+            let body = format!(r#"{{"error":{{"code":{code},"message":"Rate limit hit"}}}}"#);
+            match read_send_answer(400, body.as_bytes()) {
+                Err(ProviderError::Throttled { code: c, .. }) => assert_eq!(c, Some(json!(code))),
+                other => panic!("{code}: {other:?}"),
+            }
+        }
+        // A marketing cap is not a throttle: the message fails with the provider's code.
         assert!(matches!(
             read_send_answer(
                 400,
-                br#"{"error":{"code":130429,"message":"Rate limit hit"}}"#
+                br#"{"error":{"code":131049,"message":"This message was not delivered to maintain healthy ecosystem engagement."}}"#
             ),
-            Err(ProviderError::Unavailable(_))
+            Err(ProviderError::Rejected { code: Some(c), .. }) if c == json!(131049)
         ));
         let rejected = read_send_answer(
             400,

@@ -63,6 +63,22 @@ struct Inner {
     templates: Mutex<Vec<Value>>,
     /// Template list requests served (each page is one).
     template_pages: AtomicU64,
+    /// The Graph API's limits, when set ([`Fake::set_limits`]).
+    limits: std::sync::Mutex<Limits>,
+    /// Sends refused with a throttling error (130429, 131056).
+    throttled: AtomicU64,
+}
+
+/// What the real Graph API enforces on a phone number: its throughput (messages per second;
+/// beyond it error 130429) and the pair rate to one recipient (beyond it error 131056).
+#[derive(Default)]
+struct Limits {
+    per_second: Option<usize>,
+    pair_interval: Option<Duration>,
+    /// When accepted sends arrived (the last second's).
+    recent: VecDeque<std::time::Instant>,
+    /// When each recipient last got a message.
+    last_to: std::collections::HashMap<String, std::time::Instant>,
 }
 
 /// A running fake provider.
@@ -85,6 +101,8 @@ impl Fake {
             token: token.to_owned(),
             templates: Mutex::new(Vec::new()),
             template_pages: AtomicU64::new(0),
+            limits: std::sync::Mutex::new(Limits::default()),
+            throttled: AtomicU64::new(0),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -142,6 +160,24 @@ impl Fake {
     /// Sets the templates of the Business Account, as the Graph API lists them.
     pub async fn set_templates(&self, templates: Vec<Value>) {
         *self.inner.templates.lock().await = templates;
+    }
+
+    /// Enforces the Graph API's limits from now on: at most `per_second` sends in any one-second
+    /// window (else 130429) and one message per `pair_interval` to a recipient (else 131056).
+    pub fn set_limits(&self, per_second: Option<usize>, pair_interval: Option<Duration>) {
+        let mut l = self.inner.limits.lock().unwrap();
+        l.per_second = per_second;
+        l.pair_interval = pair_interval;
+    }
+
+    /// Sends accepted so far (each answered with a new message id).
+    pub fn accepted(&self) -> u64 {
+        self.inner.counter.load(Ordering::SeqCst)
+    }
+
+    /// Sends refused with a throttling error so far.
+    pub fn throttled(&self) -> u64 {
+        self.inner.throttled.load(Ordering::SeqCst)
     }
 
     /// Template list pages served so far.
@@ -279,6 +315,49 @@ async fn message_templates(
     json_response(200, json!({ "data": page, "paging": paging }))
 }
 
+/// The Graph API's throttling of an accepted send to `to`, if it is over a limit.
+fn over_limits(inner: &Inner, to: &str) -> Option<Response> {
+    let mut l = inner.limits.lock().unwrap();
+    let now = std::time::Instant::now();
+    while l
+        .recent
+        .front()
+        .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1))
+    {
+        l.recent.pop_front();
+    }
+    if let Some(max) = l.per_second {
+        if l.recent.len() >= max {
+            return Some(graph_error(
+                400,
+                130429,
+                "(#130429) Rate limit hit: Cloud API message throughput has been reached.",
+                Some(
+                    "Message failed to send because there were too many messages sent from this phone number in a short period of time.",
+                ),
+            ));
+        }
+    }
+    if let Some(interval) = l.pair_interval {
+        if l.last_to
+            .get(to)
+            .is_some_and(|t| now.duration_since(*t) < interval)
+        {
+            return Some(graph_error(
+                400,
+                131056,
+                "(#131056) (Business Account, Consumer Account) pair rate limit hit",
+                Some(
+                    "Message failed to send because there were too many messages sent from this phone number to the same phone number in a short period of time.",
+                ),
+            ));
+        }
+    }
+    l.recent.push_back(now);
+    l.last_to.insert(to.to_owned(), now);
+    None
+}
+
 fn graph_router(inner: Arc<Inner>) -> Router {
     async fn messages(
         State(inner): State<Arc<Inner>>,
@@ -297,6 +376,12 @@ fn graph_router(inner: Arc<Inner>) -> Router {
         };
         if let Err(why) = check_graph_body(&value) {
             return graph_error(400, 100, &format!("(#100) Invalid parameter: {why}"), None);
+        }
+        if matches!(behaviour, Behaviour::Accept | Behaviour::Hold) {
+            if let Some(refusal) = over_limits(&inner, value["to"].as_str().unwrap_or_default()) {
+                inner.throttled.fetch_add(1, Ordering::SeqCst);
+                return refusal;
+            }
         }
         match behaviour {
             Behaviour::Accept | Behaviour::Hold => {

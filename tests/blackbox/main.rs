@@ -10,6 +10,7 @@ mod support;
 
 // Areas.
 mod auth;
+mod batches;
 mod channels;
 mod console;
 mod event_feed;

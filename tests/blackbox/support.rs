@@ -102,6 +102,9 @@ impl TestEnv {
             ("SWITCHBOARD_MASTER_KEY".into(), self.master_key.clone()),
             ("SWITCHBOARD_LISTEN".into(), "127.0.0.1:0".into()),
             ("SWITCHBOARD_LOG_FORMAT".into(), "json".into()),
+            // Most tests send several messages to one recipient at once; the pacing tests set
+            // the interval they check.
+            ("SWITCHBOARD_RECIPIENT_INTERVAL".into(), "0s".into()),
         ]
     }
 

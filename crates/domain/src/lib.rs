@@ -12,6 +12,7 @@ pub mod event;
 pub mod message;
 pub mod org_log;
 pub mod organization;
+pub mod pacing;
 pub mod permission;
 pub mod phone;
 pub mod scope;

@@ -68,12 +68,14 @@ pub fn endpoints(scope: Scope) -> &'static [EndpointRef] {
         Scope::MessagesRead => &[
             v1!("GET", "/messages"),
             v1!("GET", "/messages/{uuid}"),
+            v1!("GET", "/messages/batches/{batch_id}"),
             e!("GET", "/api/messages"),
         ],
         Scope::MessagesWrite => &[
             v1!("POST", "/messages"),
             v1!("POST", "/messages/media"),
             v1!("POST", "/messages/template"),
+            v1!("POST", "/messages/batch"),
             e!("POST", "/api/send"),
             e!("POST", "/api/send/media"),
             e!("POST", "/api/send/template"),

@@ -36,6 +36,7 @@ pub mod observe;
 pub mod org_data;
 pub mod page;
 mod postgres;
+pub mod queue;
 pub mod recovery;
 mod sqlite;
 pub mod templates;
@@ -55,6 +56,7 @@ pub use flows::FlowStore;
 pub use groups::GroupStore;
 pub use messaging::*;
 pub use postgres::PgStore;
+pub use queue::SendQueueStore;
 pub use recovery::RecoveryStore;
 pub use sqlite::SqliteStore;
 pub use templates::{
@@ -602,6 +604,7 @@ pub trait Store:
     + ContactStore
     + ConversationStore
     + MessageStore
+    + SendQueueStore
     + IdempotencyStore
     + EndpointStore
     + DeliveryStore
@@ -626,6 +629,7 @@ impl<T> Store for T where
         + ContactStore
         + ConversationStore
         + MessageStore
+        + SendQueueStore
         + IdempotencyStore
         + EndpointStore
         + DeliveryStore

@@ -86,6 +86,8 @@ pub struct NewOutbound {
     /// The steps before the record (accepted, the provider request and response); the record
     /// adds the `status` step of `status`.
     pub steps: Vec<MessageStep>,
+    /// Recorded `queued` for a worker to send (`status` is `queued`).
+    pub queue: Option<crate::queue::QueueEntry>,
 }
 
 /// What recording a message wrote.

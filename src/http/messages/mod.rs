@@ -8,6 +8,7 @@
 //!   routes and flow triggers); the rules are `ops::sending`'s;
 //! * [`history`]: the message history.
 
+pub mod batch;
 pub mod history;
 pub mod journey;
 pub mod requests;
@@ -49,6 +50,8 @@ pub fn router() -> Router<AppState> {
         .route(MEDIA_PATH, axum::routing::post(send_media))
         .route(TEMPLATE_PATH, axum::routing::post(send_template))
         .route(MESSAGE_PATH, get(journey::get_message))
+        .route(batch::BATCH_PATH, axum::routing::post(batch::send_batch))
+        .route(batch::BATCH_STATUS_PATH, get(batch::get_batch))
 }
 
 #[derive(utoipa::OpenApi)]
@@ -58,7 +61,9 @@ pub fn router() -> Router<AppState> {
         send::send_media,
         send::send_template,
         history::list_messages,
-        journey::get_message
+        journey::get_message,
+        batch::send_batch,
+        batch::get_batch
     ),
     components(schemas(
         SendMessageRequest,
@@ -71,6 +76,9 @@ pub fn router() -> Router<AppState> {
         crate::views::templates::TemplateOut,
         MessageOut,
         journey::MessageWithTimeline,
+        batch::BatchRequest,
+        batch::BatchAccepted,
+        batch::BatchOut,
         journey::TimelineStep,
         switchboard_domain::message::timeline::StepKind,
         ContactOut,

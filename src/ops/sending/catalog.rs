@@ -229,8 +229,28 @@ pub async fn send_catalog(
     );
 
     // The provider call: no transaction is open.
-    let (outcome, steps) =
-        super::provider::call(provider.as_ref(), &channel, &recipient, &content, ctx.clock).await;
+    // Catalog sends wait for their pace like every send; one the pace puts beyond its bound,
+    // or that the provider throttles, is answered 503 `provider_unavailable` (nothing is
+    // recorded; the client retries with the same Idempotency-Key).
+    let (outcome, steps) = match super::provider::paced_call(
+        provider.as_ref(),
+        ctx.providers.pacer(),
+        &channel,
+        &recipient,
+        &content,
+        ctx.clock,
+        super::provider::PACE_BOUND,
+        0,
+    )
+    .await
+    {
+        super::provider::Dispatch::Called(outcome, steps) => (outcome, steps),
+        super::provider::Dispatch::Deferred { reason, .. } => {
+            return Err(SendError::ProviderUnavailable(format!(
+                "the channel's send rate does not allow this send now ({reason}); retry later"
+            )));
+        }
+    };
     let (status, provider_message_id, error) = match classify_outcome(&outcome, &channel) {
         Ok(x) => x,
         Err(e) => {
@@ -278,6 +298,7 @@ pub async fn send_catalog(
         error,
         now,
         steps,
+        queue: None,
     };
     let new_consent = NewConsent {
         uuid: consent_uuid,

@@ -12,12 +12,14 @@
 //! (`crate::ops::message_events`) and the completion of the idempotency claim in one
 //! transaction.
 
+pub mod batch;
 pub mod catalog;
 pub mod catalog_check;
 pub mod error;
 pub mod flow;
 pub mod plain;
 mod provider;
+pub mod queued;
 mod recipient;
 
 use std::sync::Arc;
@@ -35,7 +37,7 @@ pub use catalog::{
 pub use catalog_check::{CatalogRequest, ValidatedCatalogSend, validate_catalog_send};
 pub use error::{Refusal, SendError};
 pub use flow::{FlowTrigger, send_flow};
-pub use plain::{Responder, SendCompletion, SendInput, send};
+pub use plain::{PreparedSend, Responder, SendCompletion, SendInput, prepare, send};
 
 /// Everything a send needs.
 pub struct SendContext<'a> {

@@ -4,18 +4,19 @@
 
 use uuid::Uuid;
 
-use crate::providers::ProviderError;
-use switchboard_domain::channel::ChannelType;
+use crate::providers::{Provider, ProviderError};
+use switchboard_domain::channel::{Channel, ChannelType};
 use switchboard_domain::channel_selection::{ChannelRequest, select_channel};
-use switchboard_domain::contact::{WindowError, check_service_window};
-use switchboard_domain::message::{Content, MessageType};
+use switchboard_domain::contact::{Contact, WindowError, check_service_window};
+use switchboard_domain::message::{Content, MessageStatus, MessageType};
 use switchboard_domain::phone::Phone;
+use switchboard_store::queue::QueueEntry;
 use switchboard_store::{
     ClaimToken, ConversationPolicy, IdempotencyCompletion, NewOutbound, RecipientRef,
     RecordedOutbound, StoreError, StoredResponse,
 };
 
-use super::provider::classify_outcome;
+use super::provider::{Dispatch, PACE_BOUND, classify_outcome};
 use super::recipient::{find_recipient, recipient_contact};
 use super::{SendContext, SendError};
 use crate::ops::channels::provider_for;
@@ -45,15 +46,40 @@ pub struct SendCompletion {
     pub respond: Responder,
 }
 
-/// Sends a message: chooses the channel, finds the recipient, checks the provider's and the
-/// window's rules, calls the provider (outside any transaction) and records the result with
-/// its events, and with the completion of the idempotency claim when given, in one
-/// transaction.
-pub async fn send(
-    ctx: &SendContext<'_>,
-    input: SendInput,
-    completion: Option<SendCompletion>,
-) -> Result<RecordedOutbound, SendError> {
+/// A send whose every rule passed: what the provider call and the record need.
+pub struct PreparedSend {
+    pub channel: Channel,
+    pub provider: Box<dyn Provider>,
+    /// The organization's contact, when the recipient already is one.
+    pub existing: Option<Contact>,
+    /// The recipient as the provider sees it (a contact to be created on record when new).
+    pub recipient: Contact,
+    pub input: SendInput,
+}
+
+impl PreparedSend {
+    pub fn recipient_ref(&self) -> RecipientRef {
+        match (&self.existing, &self.input.phone) {
+            (Some(c), _) => RecipientRef::Contact(c.id),
+            (None, Some(p)) => RecipientRef::Phone(p.clone()),
+            (None, None) => unreachable!("find_recipient requires one"),
+        }
+    }
+
+    /// What a message of this send does to its conversation: WhatsApp conversations are opened
+    /// by the contact (or by conversation initiation), and a failed message never opens one.
+    pub fn conversation_policy(&self, failed: bool) -> ConversationPolicy {
+        if failed || self.channel.channel_type == ChannelType::WhatsappCloud {
+            ConversationPolicy::ContinueIfOpen
+        } else {
+            ConversationPolicy::OpenOrContinue
+        }
+    }
+}
+
+/// Checks every rule of a send before anything is written or sent: the channel (selection, the
+/// provider's support and content rules), the recipient, the customer-service window.
+pub async fn prepare(ctx: &SendContext<'_>, input: SendInput) -> Result<PreparedSend, SendError> {
     let channels = ctx.channels(input.org_id).await?;
     let channel = select_channel(
         &channels,
@@ -91,7 +117,6 @@ pub async fn send(
     )
     .await?;
     let now = ctx.clock.now();
-    // A contact to be created on record, as the provider sees it.
     let recipient = recipient_contact(
         existing.as_ref(),
         input.org_id,
@@ -131,43 +156,79 @@ pub async fn send(
             }
         }
     }
+    Ok(PreparedSend {
+        channel,
+        provider,
+        existing,
+        recipient,
+        input,
+    })
+}
 
-    // The provider call: no transaction is open.
-    let (outcome, steps) = super::provider::call(
-        provider.as_ref(),
-        &channel,
-        &recipient,
-        &input.content,
+/// Sends a message: checks it ([`prepare`]), calls the provider within the channel's pace
+/// (outside any transaction) and records the result with its events, and with the completion
+/// of the idempotency claim when given, in one transaction. A send the pace puts beyond its
+/// bound, or that the provider throttles, is recorded `queued` for the send worker
+/// (`super::queued`), and its `message.sent` comes when the worker sends it.
+pub async fn send(
+    ctx: &SendContext<'_>,
+    input: SendInput,
+    completion: Option<SendCompletion>,
+) -> Result<RecordedOutbound, SendError> {
+    let prepared = prepare(ctx, input).await?;
+    let dispatch = super::provider::paced_call(
+        prepared.provider.as_ref(),
+        ctx.providers.pacer(),
+        &prepared.channel,
+        &prepared.recipient,
+        &prepared.input.content,
         ctx.clock,
+        PACE_BOUND,
+        0,
     )
     .await;
-    let (status, provider_message_id, error) = classify_outcome(&outcome, &channel)?;
-    let rejection = outcome.as_ref().err().cloned();
-    let policy = if rejection.is_some() || channel.channel_type == ChannelType::WhatsappCloud {
-        // WhatsApp conversations are opened by the contact (or by conversation initiation);
-        // a failed message never opens one.
-        ConversationPolicy::ContinueIfOpen
-    } else {
-        ConversationPolicy::OpenOrContinue
+    let (status, provider_message_id, error, steps, rejection, queue) = match dispatch {
+        Dispatch::Called(outcome, steps) => {
+            let (status, provider_message_id, error) =
+                classify_outcome(&outcome, &prepared.channel)?;
+            (
+                status,
+                provider_message_id,
+                error,
+                steps,
+                outcome.err(),
+                None,
+            )
+        }
+        Dispatch::Deferred {
+            not_before, steps, ..
+        } => (
+            MessageStatus::Queued,
+            None,
+            None,
+            steps,
+            None,
+            Some(QueueEntry {
+                batch_id: None,
+                not_before,
+            }),
+        ),
     };
     let new = NewOutbound {
-        org_id: input.org_id,
-        channel_id: channel.id,
-        api_key_id: input.api_key_id,
-        recipient: match (&existing, &input.phone) {
-            (Some(c), _) => RecipientRef::Contact(c.id),
-            (None, Some(p)) => RecipientRef::Phone(p.clone()),
-            (None, None) => unreachable!("checked above"),
-        },
-        conversation: policy,
+        org_id: prepared.input.org_id,
+        channel_id: prepared.channel.id,
+        api_key_id: prepared.input.api_key_id,
+        recipient: prepared.recipient_ref(),
+        conversation: prepared.conversation_policy(rejection.is_some()),
         uuid: Uuid::now_v7(),
-        message_type,
+        message_type: prepared.input.content.message_type(),
         status,
-        content: input.content.to_json(),
+        content: prepared.input.content.to_json(),
         provider_message_id,
         error,
         now: ctx.clock.now(),
         steps,
+        queue,
     };
     let rejection_for_response = rejection.clone();
     let completion = completion.map(|c| IdempotencyCompletion {
@@ -188,6 +249,9 @@ pub async fn send(
             StoreError::ClaimLost => SendError::LostClaim,
             other => SendError::Store(other),
         })?;
+    if recorded.message.status == MessageStatus::Queued {
+        ctx.providers.wake_send_worker();
+    }
     match rejection {
         None => Ok(recorded),
         Some(error) => Err(SendError::ProviderRejected {

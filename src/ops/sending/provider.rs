@@ -2,13 +2,18 @@
 
 use serde_json::Value;
 
+use std::time::Duration;
+
+use crate::providers::pacing::Pacer;
 use crate::providers::{Accepted, Provider, ProviderError};
 use crate::trace;
+use switchboard_domain::Timestamp;
 use switchboard_domain::channel::Channel;
 use switchboard_domain::clock::Clock;
 use switchboard_domain::contact::Contact;
 use switchboard_domain::message::timeline::{self, StepKind};
 use switchboard_domain::message::{Content, MessageStatus};
+use switchboard_domain::pacing::{Pace, throttle_backoff};
 use switchboard_store::MessageStep;
 
 use super::SendError;
@@ -42,6 +47,7 @@ pub(crate) async fn call(
             match e {
                 ProviderError::Rejected { .. } => "rejected by the provider",
                 ProviderError::Unavailable(_) => "provider unavailable",
+                ProviderError::Throttled { .. } => "throttled by the provider",
                 ProviderError::NotConfigured(_) => "channel not configured",
                 ProviderError::Unsupported(_) => "not supported by the channel",
             }
@@ -73,6 +79,132 @@ pub(crate) async fn call(
     (outcome, steps)
 }
 
+/// The longest a send waits for its pace (CONVENTIONS: "waits (up to 10 s)").
+pub(crate) const PACE_BOUND: Duration = Duration::from_secs(10);
+
+/// The outcome of a paced provider call.
+pub(crate) enum Dispatch {
+    /// The provider answered (or could not be reached).
+    Called(Result<Accepted, ProviderError>, Vec<MessageStep>),
+    /// Not sent now: the pace allows it only after the bound, or the provider throttled it;
+    /// to be tried again at `not_before`.
+    Deferred {
+        not_before: Timestamp,
+        steps: Vec<MessageStep>,
+        reason: &'static str,
+    },
+}
+
+/// A provider call within the channel's pace ([`wait_for_pace`], then [`call_or_defer`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn paced_call(
+    provider: &dyn Provider,
+    pacer: &Pacer,
+    channel: &Channel,
+    recipient: &Contact,
+    content: &Content,
+    clock: &dyn Clock,
+    bound: Duration,
+    attempts: i64,
+) -> Dispatch {
+    if let Some(deferred) = wait_for_pace(provider, pacer, channel, recipient, clock, bound).await {
+        return deferred;
+    }
+    call_or_defer(
+        provider, pacer, channel, recipient, content, clock, attempts,
+    )
+    .await
+}
+
+/// Reserves the send's slot in the channel's pace when it comes within `bound`: the instant to
+/// call the provider at (now for unpaced channel types); else the send is deferred (nothing is
+/// reserved).
+pub(crate) async fn reserve_slot(
+    provider: &dyn Provider,
+    pacer: &Pacer,
+    channel: &Channel,
+    recipient: &Contact,
+    clock: &dyn Clock,
+    bound: Duration,
+) -> Result<tokio::time::Instant, Dispatch> {
+    let now = tokio::time::Instant::now();
+    let (Some(rate), Some(phone)) = (provider.max_per_second(), recipient.phone.as_ref()) else {
+        return Ok(now);
+    };
+    match pacer.reserve(channel.id, rate, phone.digits(), bound).await {
+        Pace::Go { wait_us } => {
+            if wait_us > 0 {
+                metrics::histogram!("switchboard_pacing_wait_seconds").record(wait_us as f64 / 1e6);
+            }
+            Ok(now + Duration::from_micros(wait_us.max(0) as u64))
+        }
+        Pace::Later { after_us } => {
+            metrics::counter!("switchboard_pacing_deferred_total").increment(1);
+            Err(Dispatch::Deferred {
+                not_before: clock
+                    .now()
+                    .saturating_add(Duration::from_micros(after_us as u64)),
+                steps: vec![MessageStep {
+                    at: clock.now(),
+                    kind: StepKind::Accepted,
+                    detail: serde_json::json!({}),
+                }],
+                reason: "paced",
+            })
+        }
+    }
+}
+
+/// Waits for the send's slot in the channel's pace (sleeping, outside any transaction) when it
+/// comes within `bound`; else the send is deferred.
+pub(crate) async fn wait_for_pace(
+    provider: &dyn Provider,
+    pacer: &Pacer,
+    channel: &Channel,
+    recipient: &Contact,
+    clock: &dyn Clock,
+    bound: Duration,
+) -> Option<Dispatch> {
+    match reserve_slot(provider, pacer, channel, recipient, clock, bound).await {
+        Ok(slot) => {
+            tokio::time::sleep_until(slot).await;
+            None
+        }
+        Err(deferred) => Some(deferred),
+    }
+}
+
+/// The provider call; a throttling answer defers the send with backoff (`attempts`: earlier
+/// tries of this message; a per-recipient throttle, 131056, waits at least the recipient
+/// interval).
+pub(crate) async fn call_or_defer(
+    provider: &dyn Provider,
+    pacer: &Pacer,
+    channel: &Channel,
+    recipient: &Contact,
+    content: &Content,
+    clock: &dyn Clock,
+    attempts: i64,
+) -> Dispatch {
+    let (outcome, steps) = call(provider, channel, recipient, content, clock).await;
+    if let Err(ProviderError::Throttled { code, .. }) = &outcome {
+        metrics::counter!("switchboard_provider_sends_total", "channel_type" => channel.channel_type.as_str(), "result" => "throttled").increment(1);
+        let floor = if code.as_ref().and_then(Value::as_i64) == Some(131056) {
+            pacer.recipient_interval()
+        } else {
+            Duration::ZERO
+        };
+        return Dispatch::Deferred {
+            not_before: clock
+                .now()
+                .saturating_add(throttle_backoff(attempts, floor)),
+            steps,
+            reason: "throttled",
+        };
+    }
+    Dispatch::Called(outcome, steps)
+}
+
 /// What a provider's answer means for the record: (status, provider id, error), or the send
 /// error when nothing is to be recorded (unavailable, not configured, unsupported).
 pub(crate) fn classify_outcome(
@@ -83,6 +215,7 @@ pub(crate) fn classify_outcome(
         Ok(_) => "accepted",
         Err(ProviderError::Rejected { .. }) => "rejected",
         Err(ProviderError::Unavailable(_)) => "unavailable",
+        Err(ProviderError::Throttled { .. }) => "throttled",
         Err(ProviderError::NotConfigured(_)) => "not_configured",
         Err(ProviderError::Unsupported(_)) => "unsupported",
     };
@@ -99,6 +232,9 @@ pub(crate) fn classify_outcome(
             Some(e.to_json(channel.channel_type)),
         )),
         Err(ProviderError::Unavailable(m)) => Err(SendError::ProviderUnavailable(m.clone())),
+        Err(ProviderError::Throttled { message, .. }) => Err(SendError::ProviderUnavailable(
+            format!("the provider throttled the send: {message}"),
+        )),
         Err(ProviderError::NotConfigured(m)) => Err(SendError::ChannelUnusable {
             channel_id: channel.id,
             reason: "not_configured",

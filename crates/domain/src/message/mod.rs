@@ -215,6 +215,37 @@ impl Content {
         }
     }
 
+    /// Content read back from its stored form ([`Content::to_json`]) and the message's type;
+    /// `None` when the stored object is not content of that type.
+    pub fn from_stored(message_type: MessageType, v: &Value) -> Option<Content> {
+        let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+        Some(match message_type {
+            MessageType::Text => Content::Text {
+                body: text("body")?,
+                preview_url: v
+                    .get("preview_url")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            },
+            MessageType::Interactive => Content::Interactive(v.clone()),
+            MessageType::Media => Content::Media(Media {
+                media_type: text("media_type")?.parse().ok()?,
+                media_url: text("media_url")?,
+                caption: text("caption"),
+                file_name: text("file_name"),
+            }),
+            MessageType::Template => Content::Template(Template {
+                name: text("name")?,
+                language: text("language")?,
+                components: v
+                    .get("components")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+            }),
+        })
+    }
+
     /// The stored (and shown) form: the object under the message's `type` key.
     pub fn to_json(&self) -> Value {
         match self {

@@ -299,3 +299,35 @@ fn nul_characters_are_found_anywhere() {
     assert!(contains_nul(&json!({"k\u{0}": 1})));
     assert!(!contains_nul(&json!({"a": [1, {"b": "x"}]})));
 }
+
+#[test]
+fn stored_content_reads_back() {
+    let contents = [
+        Content::Text {
+            body: "hi".into(),
+            preview_url: true,
+        },
+        Content::Interactive(serde_json::json!({"type": "button", "body": {"text": "b"}})),
+        Content::Media(Media {
+            media_type: MediaType::Document,
+            media_url: "https://x.test/a.pdf".into(),
+            caption: Some("c".into()),
+            file_name: Some("a.pdf".into()),
+        }),
+        Content::Template(Template {
+            name: "order_update".into(),
+            language: "en_US".into(),
+            components: vec![serde_json::json!({"type": "body", "parameters": []})],
+        }),
+    ];
+    for c in contents {
+        assert_eq!(
+            Content::from_stored(c.message_type(), &c.to_json()),
+            Some(c.clone())
+        );
+    }
+    assert_eq!(
+        Content::from_stored(MessageType::Text, &serde_json::json!({"nobody": 1})),
+        None
+    );
+}

@@ -201,7 +201,11 @@ pub(super) async fn insert_steps(
     Ok(())
 }
 
-fn status_step(at: Timestamp, status: MessageStatus, error: Option<&Value>) -> MessageStep {
+pub(super) fn status_step(
+    at: Timestamp,
+    status: MessageStatus,
+    error: Option<&Value>,
+) -> MessageStep {
     MessageStep {
         at,
         kind: StepKind::Status,
@@ -253,105 +257,7 @@ impl Backend {
         effects: EffectsFn<'_, RecordedOutbound>,
     ) -> StoreResult<RecordedOutbound> {
         let mut tx = self.write().await?;
-        let (contact, contact_created) = match &new.recipient {
-            RecipientRef::Contact(id) => {
-                let c = fetch_contact(&mut tx, *id).await?;
-                if c.org_id != new.org_id {
-                    return Err(StoreError::NotFound);
-                }
-                (c, false)
-            }
-            RecipientRef::Phone(phone) => {
-                contact_by_phone(&mut tx, new.org_id, phone, contact_name.as_deref(), new.now)
-                    .await?
-            }
-        };
-        let consent_id = match &consent {
-            Some(c) => Some(super::templates::insert_consent(&mut tx, &new, contact.id, c).await?),
-            None => None,
-        };
-        let (conversation, conversation_created) = match new.conversation {
-            ConversationPolicy::OpenOrContinue => {
-                let (c, created) =
-                    open_or_continue(&mut tx, new.org_id, contact.id, new.channel_id, new.now)
-                        .await?;
-                match consent_id {
-                    // The consent under which the business initiated it (kept when it had one).
-                    Some(consent_id) => {
-                        sqlx::query(
-                            "UPDATE conversations SET consent_id = $1 WHERE id = $2 AND consent_id IS NULL",
-                        )
-                        .bind(consent_id)
-                        .bind(c.id)
-                        .execute(&mut *tx)
-                        .await?;
-                        (Some(fetch_conversation(&mut tx, c.id).await?), created)
-                    }
-                    None => (Some(c), created),
-                }
-            }
-            ConversationPolicy::ContinueIfOpen => (
-                open_conversation_of(&mut tx, contact.id, new.channel_id).await?,
-                false,
-            ),
-        };
-        let mut provider_message_id = new.provider_message_id.as_deref();
-        let mut journey = new.steps.clone();
-        journey.push(status_step(new.now, new.status, new.error.as_ref()));
-        let id = loop {
-            let inserted = insert_message(
-                &mut tx,
-                new.uuid,
-                new.org_id,
-                new.channel_id,
-                contact.id,
-                conversation.as_ref().map(|c| c.id),
-                new.api_key_id,
-                Direction::Outbound,
-                new.message_type,
-                new.status,
-                &new.content,
-                provider_message_id,
-                new.error.as_ref(),
-                new.now,
-                new.now,
-                &journey,
-            )
-            .await?;
-            match (inserted, provider_message_id) {
-                (Some(id), _) => break id,
-                // The provider accepted the message but gave an id this channel already has
-                // (a Telegram bot replaced by another numbers its messages from 1 again): the
-                // message was sent, so it is recorded, without the id, rather than lost.
-                (None, Some(_)) => {
-                    tracing::warn!(
-                        channel_id = new.channel_id,
-                        message_uuid = %new.uuid,
-                        "the provider's message id is already recorded on this channel; the message is recorded without it"
-                    );
-                    provider_message_id = None;
-                }
-                (None, None) => {
-                    return Err(StoreError::UniqueViolation(Some(
-                        "messages_channel_provider_id".into(),
-                    )));
-                }
-            }
-        };
-        if let Some(consent_id) = consent_id {
-            sqlx::query("UPDATE messages SET consent_id = $1 WHERE id = $2")
-                .bind(consent_id)
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        let recorded = RecordedOutbound {
-            message: fetch_message(&mut tx, id).await?,
-            contact,
-            contact_created,
-            conversation,
-            conversation_created,
-        };
+        let recorded = write_outbound_in(&mut tx, new, contact_name, consent).await?;
         if let Some(completion) = completion {
             let response = (completion.respond)(&recorded);
             super::idempotency::complete_tx(&mut tx, completion.token, &response).await?;
@@ -359,6 +265,117 @@ impl Backend {
         tx.commit(effects(&recorded)).await?;
         Ok(recorded)
     }
+}
+
+/// Writes one outbound message (its contact, consent and conversation as its policy says, and
+/// its send-queue row when it is recorded `queued`) inside the caller's transaction.
+pub(super) async fn write_outbound_in(
+    tx: &mut Conn,
+    new: NewOutbound,
+    contact_name: Option<String>,
+    consent: Option<NewConsent>,
+) -> StoreResult<RecordedOutbound> {
+    let (contact, contact_created) = match &new.recipient {
+        RecipientRef::Contact(id) => {
+            let c = fetch_contact(tx, *id).await?;
+            if c.org_id != new.org_id {
+                return Err(StoreError::NotFound);
+            }
+            (c, false)
+        }
+        RecipientRef::Phone(phone) => {
+            contact_by_phone(tx, new.org_id, phone, contact_name.as_deref(), new.now).await?
+        }
+    };
+    let consent_id = match &consent {
+        Some(c) => Some(super::templates::insert_consent(tx, &new, contact.id, c).await?),
+        None => None,
+    };
+    let (conversation, conversation_created) = match new.conversation {
+        ConversationPolicy::OpenOrContinue => {
+            let (c, created) =
+                open_or_continue(tx, new.org_id, contact.id, new.channel_id, new.now).await?;
+            match consent_id {
+                // The consent under which the business initiated it (kept when it had one).
+                Some(consent_id) => {
+                    sqlx::query(
+                        "UPDATE conversations SET consent_id = $1 WHERE id = $2 AND consent_id IS NULL",
+                    )
+                    .bind(consent_id)
+                    .bind(c.id)
+                    .execute(&mut *tx)
+                    .await?;
+                    (Some(fetch_conversation(tx, c.id).await?), created)
+                }
+                None => (Some(c), created),
+            }
+        }
+        ConversationPolicy::ContinueIfOpen => (
+            open_conversation_of(tx, contact.id, new.channel_id).await?,
+            false,
+        ),
+    };
+    let mut provider_message_id = new.provider_message_id.as_deref();
+    let mut journey = new.steps.clone();
+    journey.push(status_step(new.now, new.status, new.error.as_ref()));
+    let id = loop {
+        let inserted = insert_message(
+            tx,
+            new.uuid,
+            new.org_id,
+            new.channel_id,
+            contact.id,
+            conversation.as_ref().map(|c| c.id),
+            new.api_key_id,
+            Direction::Outbound,
+            new.message_type,
+            new.status,
+            &new.content,
+            provider_message_id,
+            new.error.as_ref(),
+            new.now,
+            new.now,
+            &journey,
+        )
+        .await?;
+        match (inserted, provider_message_id) {
+            (Some(id), _) => break id,
+            // The provider accepted the message but gave an id this channel already has
+            // (a Telegram bot replaced by another numbers its messages from 1 again): the
+            // message was sent, so it is recorded, without the id, rather than lost.
+            (None, Some(_)) => {
+                tracing::warn!(
+                    channel_id = new.channel_id,
+                    message_uuid = %new.uuid,
+                    "the provider's message id is already recorded on this channel; the message is recorded without it"
+                );
+                provider_message_id = None;
+            }
+            (None, None) => {
+                return Err(StoreError::UniqueViolation(Some(
+                    "messages_channel_provider_id".into(),
+                )));
+            }
+        }
+    };
+    if let Some(consent_id) = consent_id {
+        sqlx::query("UPDATE messages SET consent_id = $1 WHERE id = $2")
+            .bind(consent_id)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    if let Some(queue) = &new.queue {
+        super::queue::enqueue(tx, id, &new, queue).await?;
+    }
+    let recorded = RecordedOutbound {
+        message: fetch_message(tx, id).await?,
+        contact,
+        contact_created,
+        conversation,
+        conversation_created,
+    };
+    Ok(recorded)
 }
 
 #[async_trait]

@@ -18,6 +18,7 @@ mod keys;
 mod messages;
 mod org_log;
 mod orgs;
+mod queue;
 mod system;
 mod templates;
 mod users;

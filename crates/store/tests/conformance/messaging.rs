@@ -17,6 +17,7 @@ use switchboard_store::*;
 
 conformance!(
     contacts_are_unique_per_organization,
+    the_send_queue_claims_leases_and_finishes_batches,
     outbound_messages_open_or_continue_conversations,
     completion_is_conditional_on_owning_the_claim,
     provider_batches_deduplicate_and_move_statuses_forward,
@@ -93,6 +94,7 @@ fn outbound(
         error: None,
         now: t(at),
         steps: Vec::new(),
+        queue: None,
     }
 }
 
@@ -1178,4 +1180,161 @@ async fn a_message_journey_is_kept_and_read_oldest_first(s: SharedStore) {
         (steps[0].kind, &steps[0].detail),
         (StepKind::Status, &json!({"status": "received"}))
     );
+}
+
+async fn the_send_queue_claims_leases_and_finishes_batches(s: SharedStore) {
+    use switchboard_store::queue::{LeaseResult, NewBatch, QueueEntry, QueuedOutcome};
+    let f = fixture(&s).await;
+    let item = |p: &str, due: i64| NewOutbound {
+        status: MessageStatus::Queued,
+        provider_message_id: None,
+        queue: Some(QueueEntry {
+            batch_id: None,
+            not_before: t(due),
+        }),
+        ..outbound(
+            &f,
+            RecipientRef::Phone(phone(p)),
+            ConversationPolicy::ContinueIfOpen,
+            10,
+        )
+    };
+    let (batch, items) = s
+        .record_batch(
+            NewBatch {
+                uuid: Uuid::now_v7(),
+                org_id: f.org,
+                api_key_id: Some(f.key),
+                now: t(10),
+            },
+            vec![
+                item("+4915123456789", 10),
+                item("+4915123456780", 10),
+                item("+4915123456781", 500),
+            ],
+            None,
+            Box::new(|_| Effects::none()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(batch.total, 3);
+    assert_eq!(batch.counts.get("queued"), Some(&3));
+    assert!(items.iter().all(|r| r.contact_created));
+    assert_eq!(s.queued_count().await.unwrap(), 3);
+    // Only due messages are claimed, each once while its lease lasts.
+    let claimed = s
+        .claim_queued(t(20), Duration::from_secs(30), 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    assert!(claimed.iter().all(|c| c.attempts == 0 && !c.was_in_flight));
+    assert!(
+        s.claim_queued(t(20), Duration::from_secs(30), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let (a, b) = (&claimed[0], &claimed[1]);
+    // One is deferred (a throttled attempt), one marked in flight and finished.
+    assert_eq!(
+        s.defer_queued(a.message.id, a.token, t(1_000), true)
+            .await
+            .unwrap(),
+        LeaseResult::Done(())
+    );
+    assert_eq!(
+        s.mark_in_flight(b.message.id, b.token, t(21))
+            .await
+            .unwrap(),
+        LeaseResult::Done(())
+    );
+    let outcome = |at: i64| QueuedOutcome {
+        status: MessageStatus::Sent,
+        provider_message_id: Some("wamid.Q1".into()),
+        error: None,
+        steps: Vec::new(),
+        now: t(at),
+    };
+    // A stale token writes nothing.
+    assert_eq!(
+        s.finish_queued(
+            b.message.id,
+            Uuid::new_v4(),
+            outcome(22),
+            Box::new(|_| Effects::none())
+        )
+        .await
+        .unwrap(),
+        LeaseResult::Lost
+    );
+    match s
+        .finish_queued(
+            b.message.id,
+            b.token,
+            outcome(22),
+            Box::new(sent_message_event),
+        )
+        .await
+        .unwrap()
+    {
+        LeaseResult::Done(m) => {
+            assert_eq!(m.status, MessageStatus::Sent);
+            assert_eq!(m.provider_message_id.as_deref(), Some("wamid.Q1"));
+        }
+        LeaseResult::Lost => panic!("the lease was held"),
+    }
+    let found = s.find_batch(f.org, batch.uuid).await.unwrap().unwrap();
+    assert_eq!(found.counts.get("sent"), Some(&1));
+    assert_eq!(found.counts.get("queued"), Some(&2));
+    assert_eq!(found.completed_at, None);
+    assert!(s.find_batch(f.org + 1, batch.uuid).await.unwrap().is_none());
+    // An expired lease is taken over; a message that was in flight says so.
+    let again = s
+        .claim_queued(t(1_000), Duration::from_secs(30), 10)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 2);
+    let deferred = again.iter().find(|c| c.message.id == a.message.id).unwrap();
+    assert_eq!(deferred.attempts, 1);
+    s.mark_in_flight(deferred.message.id, deferred.token, t(1_001))
+        .await
+        .unwrap();
+    let taken = s
+        .claim_queued(t(100_000), Duration::from_secs(30), 10)
+        .await
+        .unwrap();
+    let over = taken.iter().find(|c| c.message.id == a.message.id).unwrap();
+    assert!(over.was_in_flight);
+    // The last item completes the batch.
+    for c in &taken {
+        let failed = QueuedOutcome {
+            status: MessageStatus::Failed,
+            provider_message_id: None,
+            error: Some(json!({"code": "provider_outcome_unknown"})),
+            steps: Vec::new(),
+            now: t(100_001),
+        };
+        s.finish_queued(c.message.id, c.token, failed, Box::new(|_| Effects::none()))
+            .await
+            .unwrap();
+    }
+    let done = s.find_batch(f.org, batch.uuid).await.unwrap().unwrap();
+    assert_eq!(done.counts.get("failed"), Some(&2));
+    assert_eq!(done.completed_at, Some(t(100_001)));
+    assert_eq!(s.queued_count().await.unwrap(), 0);
+    let events = s.list_outbox_events(f.org, 100).await.unwrap();
+    assert_eq!(
+        events.iter().filter(|e| e.name == "message.sent").count(),
+        1
+    );
+}
+
+fn sent_message_event(m: &MessageRecord) -> Effects {
+    Effects::none().event(NewEvent::new(
+        m.org_id,
+        "message.sent",
+        json!({"message_id": m.id}),
+        Some(m.channel.clone()),
+        m.updated_at,
+    ))
 }

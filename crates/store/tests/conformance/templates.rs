@@ -342,6 +342,7 @@ fn outbound(f: &Fixture, p: &str, policy: ConversationPolicy, at: i64) -> NewOut
         error: None,
         now: t(at),
         steps: Vec::new(),
+        queue: None,
     }
 }
 

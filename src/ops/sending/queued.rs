@@ -1,0 +1,324 @@
+//! The send worker: sends the messages recorded `queued` (batch items, and sends that pacing or
+//! the provider's throttling put off), within each channel's pace.
+//!
+//! Exactly once across instances and crashes: a worker claims due messages with a lease; before
+//! the provider call it marks the message *in flight* (committed); the outcome is written with
+//! the removal of the queue row under the lease, in one transaction with `message.sent`. A
+//! message taken over from an expired lease that was in flight may already be with the
+//! provider (the instance stopped during the call): it is failed with
+//! `provider_outcome_unknown` rather than sent a second time. A message the pace or the
+//! provider's throttling puts off goes back to the queue with its new time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::SendContext;
+use super::provider::{Dispatch, call_or_defer, classify_outcome, reserve_slot};
+use crate::crypto::SecretBox;
+use crate::ops::channels::provider_for;
+use crate::ops::message_events::sent_effects;
+use crate::providers::{ProviderError, ProviderHub};
+use crate::trace;
+use switchboard_domain::clock::SharedClock;
+use switchboard_domain::message::timeline::StepKind;
+use switchboard_domain::message::{Content, MessageStatus};
+use switchboard_store::queue::{ClaimedSend, LeaseResult, QueuedOutcome};
+use switchboard_store::{MessageStep, SharedStore, StoreResult};
+
+/// How long a claim holds its messages beyond the provider's time limit: longer than a pace
+/// wait and the claim's other steps (an instance that dies leaves its claims for this long).
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
+/// How long a worker waits for a slot of the pace before it puts the message back.
+const WORKER_PACE_BOUND: Duration = Duration::from_secs(2);
+/// How long before its slot a message is marked in flight (the mark's own latency).
+const MARK_AHEAD: Duration = Duration::from_millis(50);
+/// How often an idle worker looks for due messages (other instances' queues, deferred ones).
+const POLL: Duration = Duration::from_millis(200);
+/// Provider outages a message rides out before it fails with `provider_unavailable`.
+const MAX_UNAVAILABLE_ATTEMPTS: i64 = 10;
+
+/// What the worker needs.
+#[derive(Clone)]
+pub struct SendWorker {
+    pub store: SharedStore,
+    pub secrets: SecretBox,
+    pub clock: SharedClock,
+    pub providers: ProviderHub,
+    pub cache: Arc<crate::cache::ConfigCache>,
+    /// Messages in flight at once in this instance (and claimed at once).
+    pub concurrency: usize,
+    /// The provider's time limit (`SWITCHBOARD_PROVIDER_TIMEOUT`): a lease outlasts a call.
+    pub provider_timeout: Duration,
+}
+
+impl SendWorker {
+    pub async fn run(self, shutdown: CancellationToken) {
+        let wake = self.providers.send_worker_wakeup();
+        loop {
+            let claimed = match self
+                .store
+                .claim_queued(
+                    self.clock.now(),
+                    self.provider_timeout + WORKER_PACE_BOUND + LEASE_MARGIN,
+                    self.concurrency as i64,
+                )
+                .await
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the send worker could not claim queued messages");
+                    Vec::new()
+                }
+            };
+            if claimed.is_empty() {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep(POLL) => {}
+                }
+                continue;
+            }
+            let this = &self;
+            let work = futures::stream::iter(claimed)
+                .for_each_concurrent(self.concurrency, |c| async move {
+                    let id = c.message.id;
+                    if let Err(e) = this.process(c).await {
+                        tracing::warn!(message_id = id, error = %e, "the send worker could not finish a queued message; its lease will expire and it is tried again");
+                    }
+                });
+            tokio::select! {
+                // An instance stopping mid-batch leaves its claims to expire.
+                _ = shutdown.cancelled() => return,
+                _ = work => {}
+            }
+        }
+    }
+
+    async fn process(&self, c: ClaimedSend) -> StoreResult<()> {
+        let m = &c.message;
+        if c.was_in_flight {
+            metrics::counter!("switchboard_send_queue_outcome_unknown_total").increment(1);
+            return self
+                .finish(
+                    &c,
+                    failed(
+                        "provider_outcome_unknown",
+                        "The service stopped during the provider call: the provider may or may not have the message, so it is not sent again.",
+                    ),
+                    Vec::new(),
+                )
+                .await;
+        }
+        let ctx = SendContext {
+            store: self.store.as_ref(),
+            secrets: &self.secrets,
+            clock: self.clock.as_ref(),
+            providers: &self.providers,
+            cache: &self.cache,
+        };
+        let channels = match ctx.channels(m.org_id).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = ?e, "the send worker could not read the channels");
+                return self.defer(&c, Duration::from_secs(1), false).await;
+            }
+        };
+        let Some(channel) = channels.iter().find(|ch| ch.id == m.channel.id).cloned() else {
+            return self
+                .finish(
+                    &c,
+                    failed("invalid_channel", "The message's channel no longer exists."),
+                    Vec::new(),
+                )
+                .await;
+        };
+        let provider = match provider_for(ctx.store, ctx.secrets, ctx.providers, &channel).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "the send worker could not read the channel's provider settings");
+                return self.defer(&c, Duration::from_secs(1), false).await;
+            }
+        };
+        let Some(recipient) = self
+            .store
+            .find_contact_with_deleted(m.org_id, m.contact_uuid)
+            .await?
+        else {
+            return self
+                .finish(
+                    &c,
+                    failed("not_found", "The message's contact no longer exists."),
+                    Vec::new(),
+                )
+                .await;
+        };
+        let Some(content) = Content::from_stored(m.message_type, &m.content) else {
+            return self
+                .finish(
+                    &c,
+                    failed("invalid_request", "The message's content cannot be sent."),
+                    Vec::new(),
+                )
+                .await;
+        };
+        // The provider call joins the trace of the request that queued the message.
+        let parent = m
+            .trace
+            .as_deref()
+            .and_then(switchboard_domain::trace::TraceContext::parse)
+            .map(|t| t.child())
+            .unwrap_or_else(switchboard_domain::trace::TraceContext::new_root);
+        let pacer = self.providers.pacer();
+        let slot = match reserve_slot(
+            provider.as_ref(),
+            pacer,
+            &channel,
+            &recipient,
+            ctx.clock,
+            WORKER_PACE_BOUND,
+        )
+        .await
+        {
+            Ok(slot) => slot,
+            Err(Dispatch::Deferred { not_before, .. }) => {
+                let after = Duration::from_millis(
+                    (not_before.millis() - self.clock.now().millis()).max(0) as u64,
+                );
+                return self.defer(&c, after, false).await;
+            }
+            Err(Dispatch::Called(..)) => unreachable!("a reservation calls nothing"),
+        };
+        // In flight (committed) just before the slot, so that the call goes at the slot itself
+        // and an instance that dies while it waits leaves little marked in flight.
+        tokio::time::sleep_until(slot - MARK_AHEAD).await;
+        if let LeaseResult::Lost = self
+            .store
+            .mark_in_flight(m.id, c.token, self.clock.now())
+            .await?
+        {
+            return Ok(());
+        }
+        tokio::time::sleep_until(slot).await;
+        let dispatch = trace::scope(
+            parent,
+            call_or_defer(
+                provider.as_ref(),
+                pacer,
+                &channel,
+                &recipient,
+                &content,
+                ctx.clock,
+                c.attempts,
+            ),
+        )
+        .await;
+        match dispatch {
+            Dispatch::Deferred { not_before, .. } => {
+                let after = Duration::from_millis(
+                    (not_before.millis() - self.clock.now().millis()).max(0) as u64,
+                );
+                self.defer(&c, after, true).await
+            }
+            Dispatch::Called(outcome, steps) => {
+                let steps: Vec<MessageStep> = steps
+                    .into_iter()
+                    .filter(|s| s.kind != StepKind::Accepted)
+                    .collect();
+                match classify_outcome(&outcome, &channel) {
+                    Ok((status, provider_message_id, error)) => {
+                        self.finish(
+                            &c,
+                            Outcome {
+                                status,
+                                provider_message_id,
+                                error,
+                            },
+                            steps,
+                        )
+                        .await
+                    }
+                    Err(_) => match outcome {
+                        Err(ProviderError::Unavailable(m))
+                            if c.attempts + 1 < MAX_UNAVAILABLE_ATTEMPTS =>
+                        {
+                            tracing::info!(error = %m, "the provider is unavailable; the queued message is tried again later");
+                            let backoff = switchboard_domain::pacing::throttle_backoff(
+                                c.attempts,
+                                Duration::ZERO,
+                            );
+                            self.defer(&c, backoff, true).await
+                        }
+                        Err(e) => {
+                            let error = e.to_json(channel.channel_type);
+                            self.finish(
+                                &c,
+                                Outcome {
+                                    status: MessageStatus::Failed,
+                                    provider_message_id: None,
+                                    error: Some(error),
+                                },
+                                steps,
+                            )
+                            .await
+                        }
+                        Ok(_) => unreachable!("an accepted send classifies"),
+                    },
+                }
+            }
+        }
+    }
+
+    async fn defer(&self, c: &ClaimedSend, after: Duration, attempted: bool) -> StoreResult<()> {
+        let not_before = self.clock.now().saturating_add(after);
+        self.store
+            .defer_queued(c.message.id, c.token, not_before, attempted)
+            .await?;
+        Ok(())
+    }
+
+    async fn finish(
+        &self,
+        c: &ClaimedSend,
+        outcome: Outcome,
+        steps: Vec<MessageStep>,
+    ) -> StoreResult<()> {
+        let result = outcome.status.as_str();
+        let done = self
+            .store
+            .finish_queued(
+                c.message.id,
+                c.token,
+                QueuedOutcome {
+                    status: outcome.status,
+                    provider_message_id: outcome.provider_message_id,
+                    error: outcome.error,
+                    steps,
+                    now: self.clock.now(),
+                },
+                Box::new(sent_effects),
+            )
+            .await?;
+        if let LeaseResult::Done(_) = done {
+            metrics::counter!("switchboard_send_queue_sent_total", "status" => result).increment(1);
+        }
+        Ok(())
+    }
+}
+
+struct Outcome {
+    status: MessageStatus,
+    provider_message_id: Option<String>,
+    error: Option<serde_json::Value>,
+}
+
+fn failed(code: &str, message: &str) -> Outcome {
+    Outcome {
+        status: MessageStatus::Failed,
+        provider_message_id: None,
+        error: Some(json!({ "code": code, "message": message })),
+    }
+}
