@@ -359,6 +359,10 @@ fn spawn_backlog_gauges(rt: &Runtime, tasks: &TaskTracker, shutdown: &Cancellati
                 }
                 Err(e) => tracing::debug!(error = %e, "could not read the webhook backlog"),
             }
+            match store.queued_count().await {
+                Ok(n) => metrics::gauge!("switchboard_send_queue_messages").set(n as f64),
+                Err(e) => tracing::debug!(error = %e, "could not read the send queue"),
+            }
         }
     });
 }

@@ -94,7 +94,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "switchboard_rate_limited_total",
         "counter",
-        "Requests refused with 429, by class (reads, sends, tests).",
+        "Requests refused with 429, by class (reads, sends, tests, batch_items).",
     ),
     (
         "switchboard_rate_limit_redis_errors_total",
@@ -109,7 +109,47 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "switchboard_provider_sends_total",
         "counter",
-        "Provider calls by channel type and result (accepted, rejected, unavailable, not_configured, unsupported).",
+        "Provider calls by channel type and result (accepted, rejected, throttled, unavailable, not_configured, unsupported).",
+    ),
+    (
+        "switchboard_pacing_wait_seconds",
+        "histogram",
+        "How long a paced provider send waited for its slot.",
+    ),
+    (
+        "switchboard_pacing_late_total",
+        "counter",
+        "Paced sends woken too late for their slot, which asked for a new one.",
+    ),
+    (
+        "switchboard_pacing_deferred_total",
+        "counter",
+        "Sends the channel's pace put beyond its bound (queued, or put back by the send worker).",
+    ),
+    (
+        "switchboard_pacing_redis_errors_total",
+        "counter",
+        "Redis failures of the shared pace (the instance then paces on its own for a few seconds).",
+    ),
+    (
+        "switchboard_send_queue_messages",
+        "gauge",
+        "Messages waiting in the send queue (queued sends and batch items).",
+    ),
+    (
+        "switchboard_send_queue_sent_total",
+        "counter",
+        "Queued messages the send worker finished, by status (sent, failed).",
+    ),
+    (
+        "switchboard_send_queue_outcome_unknown_total",
+        "counter",
+        "Queued messages whose instance died during the provider call (failed, not sent again).",
+    ),
+    (
+        "switchboard_batch_items_total",
+        "counter",
+        "Items of accepted batch sends.",
     ),
     (
         "switchboard_provider_send_duration_seconds",
@@ -174,10 +214,19 @@ fn describe_metrics() {
         "switchboard_rate_limit_local_fallback_total",
         "switchboard_webhook_endpoints_disabled_total",
         "switchboard_webhook_deliveries_purged_total",
+        "switchboard_pacing_deferred_total",
+        "switchboard_pacing_late_total",
+        "switchboard_pacing_redis_errors_total",
+        "switchboard_send_queue_outcome_unknown_total",
+        "switchboard_batch_items_total",
     ] {
         metrics::counter!(name).absolute(0);
     }
-    for policy in ["reads", "sends", "tests"] {
+    for status in ["sent", "failed"] {
+        metrics::counter!("switchboard_send_queue_sent_total", "status" => status).absolute(0);
+    }
+    metrics::gauge!("switchboard_send_queue_messages").set(0.0);
+    for policy in ["reads", "sends", "tests", "batch_items"] {
         metrics::counter!("switchboard_rate_limited_total", "policy" => policy).absolute(0);
     }
     for outcome in [
@@ -196,6 +245,7 @@ fn describe_metrics() {
         for result in [
             "accepted",
             "rejected",
+            "throttled",
             "unavailable",
             "not_configured",
             "unsupported",

@@ -67,6 +67,8 @@ struct Inner {
     limits: std::sync::Mutex<Limits>,
     /// Sends refused with a throttling error (130429, 131056).
     throttled: AtomicU64,
+    /// Of those, refused for the pair rate (131056).
+    pair_throttled: AtomicU64,
 }
 
 /// What the real Graph API enforces on a phone number: its throughput (messages per second;
@@ -103,12 +105,23 @@ impl Fake {
             template_pages: AtomicU64::new(0),
             limits: std::sync::Mutex::new(Limits::default()),
             throttled: AtomicU64::new(0),
+            pair_throttled: AtomicU64::new(0),
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let app = router(inner.clone());
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
+        // A thread and runtime of its own: the time the fake sees a request arrive (its rate
+        // limits) does not wait for the test's other tasks.
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let _ = axum::serve(listener, app).await;
+            });
         });
         Fake {
             base_url: format!("http://{addr}{prefix}"),
@@ -178,6 +191,11 @@ impl Fake {
     /// Sends refused with a throttling error so far.
     pub fn throttled(&self) -> u64 {
         self.inner.throttled.load(Ordering::SeqCst)
+    }
+
+    /// Sends refused for the pair rate (131056) so far.
+    pub fn pair_throttled(&self) -> u64 {
+        self.inner.pair_throttled.load(Ordering::SeqCst)
     }
 
     /// Template list pages served so far.

@@ -8,8 +8,10 @@
 //! cargo run --release --bin bench -- --scenario recovery    # feed pages and a recovery
 //! cargo run --release --bin bench -- --scenario ordering    # per_contact vs unordered
 //! cargo run --release --bin bench -- --scenario tracing     # with and without span export
+//! cargo run --release --bin bench -- --scenario batch       # batch sends through the queue
 //! ```
 
+mod batch;
 mod load;
 mod outage;
 mod receiver;
@@ -63,8 +65,8 @@ pub struct Args {
     #[arg(long)]
     pub server_bin: Option<PathBuf>,
     /// standard (rates, latencies, deliveries), recovery (feed pages and a recovery over kept
-    /// events), ordering (per_contact against unordered deliveries) or tracing (the same loops
-    /// with and without span export).
+    /// events), ordering (per_contact against unordered deliveries), tracing (the same loops
+    /// with and without span export) or batch (batch sends through the send queue).
     #[arg(long, default_value = "standard")]
     pub scenario: String,
     /// recovery: events kept in the database.
@@ -83,6 +85,9 @@ pub struct Args {
     /// ordering: contacts the sends go to.
     #[arg(long, default_value_t = 1000)]
     pub contacts: usize,
+    /// batch: batches of 1 000 items posted.
+    #[arg(long, default_value_t = 10)]
+    pub batches: usize,
     /// ordering: messages per contact.
     #[arg(long, default_value_t = 10)]
     pub events_per_contact: usize,
@@ -123,8 +128,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 "recovery" => serde_json::to_value(outage::recovery(&args, &bin, backend).await?)?,
                 "ordering" => serde_json::to_value(outage::ordering(&args, &bin, backend).await?)?,
                 "tracing" => serde_json::to_value(tracing::tracing(&args, &bin, backend).await?)?,
+                "batch" => serde_json::to_value(batch::batch(&args, &bin, backend).await?)?,
                 other => anyhow::bail!(
-                    "--scenario: expected standard, recovery, ordering or tracing, got {other}"
+                    "--scenario: expected standard, recovery, ordering, tracing or batch, got {other}"
                 ),
             };
             println!(

@@ -155,8 +155,22 @@ pub(crate) async fn reserve_slot(
     }
 }
 
+/// How late after its slot a send may still go: a task woken later than this (the runtime was
+/// busy) gives its slot up and asks again, so that late sends never bunch up with punctual
+/// ones into a burst above the rate.
+pub(crate) const LATE_TOLERANCE: Duration = Duration::from_millis(25);
+
+/// Whether a send woken now for `slot` is still on time.
+pub(crate) fn on_time(slot: tokio::time::Instant) -> bool {
+    let on_time = tokio::time::Instant::now() <= slot + LATE_TOLERANCE;
+    if !on_time {
+        metrics::counter!("switchboard_pacing_late_total").increment(1);
+    }
+    on_time
+}
+
 /// Waits for the send's slot in the channel's pace (sleeping, outside any transaction) when it
-/// comes within `bound`; else the send is deferred.
+/// comes within `bound`; else the send is deferred. A wake-up too late for its slot asks again.
 pub(crate) async fn wait_for_pace(
     provider: &dyn Provider,
     pacer: &Pacer,
@@ -165,12 +179,18 @@ pub(crate) async fn wait_for_pace(
     clock: &dyn Clock,
     bound: Duration,
 ) -> Option<Dispatch> {
-    match reserve_slot(provider, pacer, channel, recipient, clock, bound).await {
-        Ok(slot) => {
-            tokio::time::sleep_until(slot).await;
-            None
+    let until = tokio::time::Instant::now() + bound;
+    loop {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        match reserve_slot(provider, pacer, channel, recipient, clock, left).await {
+            Ok(slot) => {
+                tokio::time::sleep_until(slot).await;
+                if on_time(slot) {
+                    return None;
+                }
+            }
+            Err(deferred) => return Some(deferred),
         }
-        Err(deferred) => Some(deferred),
     }
 }
 

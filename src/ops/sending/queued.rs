@@ -12,12 +12,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::SendContext;
-use super::provider::{Dispatch, call_or_defer, classify_outcome, reserve_slot};
+use super::provider::{Dispatch, call_or_defer, classify_outcome, on_time, reserve_slot};
 use crate::crypto::SecretBox;
 use crate::ops::channels::provider_for;
 use crate::ops::message_events::sent_effects;
@@ -35,7 +34,7 @@ const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// How long a worker waits for a slot of the pace before it puts the message back.
 const WORKER_PACE_BOUND: Duration = Duration::from_secs(2);
 /// How long before its slot a message is marked in flight (the mark's own latency).
-const MARK_AHEAD: Duration = Duration::from_millis(50);
+const MARK_AHEAD: Duration = Duration::from_millis(250);
 /// How often an idle worker looks for due messages (other instances' queues, deferred ones).
 const POLL: Duration = Duration::from_millis(200);
 /// Provider outages a message rides out before it fails with `provider_unavailable`.
@@ -56,46 +55,56 @@ pub struct SendWorker {
 }
 
 impl SendWorker {
+    /// Keeps up to `concurrency` messages in hand: claims more as soon as one is done (no
+    /// round waits for its slowest message). On shutdown it stops claiming and lets the
+    /// messages in hand finish (a provider call is never cut off half-way by a clean stop).
     pub async fn run(self, shutdown: CancellationToken) {
         let wake = self.providers.send_worker_wakeup();
+        let mut in_hand = tokio::task::JoinSet::new();
         loop {
-            let claimed = match self
-                .store
-                .claim_queued(
-                    self.clock.now(),
-                    self.provider_timeout + WORKER_PACE_BOUND + LEASE_MARGIN,
-                    self.concurrency as i64,
-                )
-                .await
-            {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "the send worker could not claim queued messages");
-                    Vec::new()
+            let free = self.concurrency.saturating_sub(in_hand.len());
+            let claimed = if free == 0 {
+                Vec::new()
+            } else {
+                match self
+                    .store
+                    .claim_queued(
+                        self.clock.now(),
+                        self.provider_timeout + WORKER_PACE_BOUND + LEASE_MARGIN,
+                        free as i64,
+                    )
+                    .await
+                {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the send worker could not claim queued messages");
+                        Vec::new()
+                    }
                 }
             };
-            if claimed.is_empty() {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = wake.notified() => {}
-                    _ = tokio::time::sleep(POLL) => {}
-                }
-                continue;
-            }
-            let this = &self;
-            let work = futures::stream::iter(claimed)
-                .for_each_concurrent(self.concurrency, |c| async move {
+            let got = claimed.len();
+            for c in claimed {
+                let this = self.clone();
+                in_hand.spawn(async move {
                     let id = c.message.id;
                     if let Err(e) = this.process(c).await {
                         tracing::warn!(message_id = id, error = %e, "the send worker could not finish a queued message; its lease will expire and it is tried again");
                     }
                 });
+            }
+            if got > 0 && in_hand.len() < self.concurrency {
+                // There may be more due right away.
+                continue;
+            }
             tokio::select! {
-                // An instance stopping mid-batch leaves its claims to expire.
-                _ = shutdown.cancelled() => return,
-                _ = work => {}
+                _ = shutdown.cancelled() => break,
+                Some(_) = in_hand.join_next(), if !in_hand.is_empty() => {}
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(POLL) => {}
             }
         }
+        let drain = async { while in_hand.join_next().await.is_some() {} };
+        let _ = tokio::time::timeout(self.provider_timeout + WORKER_PACE_BOUND, drain).await;
     }
 
     async fn process(&self, c: ClaimedSend) -> StoreResult<()> {
@@ -203,6 +212,10 @@ impl SendWorker {
             return Ok(());
         }
         tokio::time::sleep_until(slot).await;
+        if !on_time(slot) {
+            // Woken too late for the slot: back to the queue, due at once, to take a new one.
+            return self.defer(&c, Duration::ZERO, false).await;
+        }
         let dispatch = trace::scope(
             parent,
             call_or_defer(
