@@ -18,7 +18,10 @@ mod template;
 mod text;
 pub mod timeline;
 
-pub use media::{MediaInput, check_media_url, validate_media};
+pub use media::{
+    MEDIA_UPLOAD_REUSE, MediaInput, MediaIssue, MediaLimit, SNIFF_BYTES, WHATSAPP_AUDIO_TYPES,
+    check_media_url, check_whatsapp_media, sniff_mime, validate_media, whatsapp_media_limit,
+};
 pub use template::{check_language, validate_template, validate_template_components};
 pub use text::{TextInput, validate_text};
 
