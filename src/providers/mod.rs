@@ -38,6 +38,27 @@ pub struct Accepted {
     pub status: MessageStatus,
 }
 
+/// A fetched and checked media file, to upload.
+pub struct MediaFile {
+    /// The whole file (moved into the request without a copy).
+    pub bytes: Vec<u8>,
+    /// Its MIME type (sniffed).
+    pub mime: String,
+    /// The file name the upload carries.
+    pub file_name: String,
+    /// The upload's time limit.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for MediaFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MediaFile")
+            .field("size", &self.bytes.len())
+            .field("mime", &self.mime)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Why a send did not go out.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ProviderError {
@@ -180,6 +201,21 @@ pub trait Provider: Send + Sync {
     /// Sends a message. Never called inside a database transaction.
     async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError>;
 
+    /// Whether media sends on this channel go by an upload: the service fetches the file,
+    /// checks it and hands it to [`Provider::upload_media`] (WhatsApp Cloud), instead of
+    /// passing the link on (Telegram, sandbox).
+    fn uploads_media(&self) -> bool {
+        false
+    }
+
+    /// Uploads a media file to the provider; its media id. Never called inside a database
+    /// transaction.
+    async fn upload_media(&self, _file: MediaFile) -> Result<String, ProviderError> {
+        Err(ProviderError::Unsupported(
+            "This channel type takes media by link, not by upload.".into(),
+        ))
+    }
+
     /// Every template of the provider account behind the channel (all pages).
     async fn list_templates(&self) -> Result<Vec<RemoteTemplate>, ProviderError> {
         Err(ProviderError::Unsupported(
@@ -207,6 +243,7 @@ pub trait Provider: Send + Sync {
 #[derive(Clone)]
 pub struct ProviderHub {
     http: reqwest::Client,
+    media: crate::media::MediaFetcher,
 }
 
 impl ProviderHub {
@@ -220,7 +257,24 @@ impl ProviderHub {
             .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")))
             .build()
             .expect("the provider HTTP client builds");
-        ProviderHub { http }
+        ProviderHub {
+            http,
+            media: crate::media::MediaFetcher::new(
+                crate::webhooks::url_safety::Policy::default(),
+                timeout,
+            ),
+        }
+    }
+
+    /// The hub with this media fetcher (the URL rules and time limit of media fetches).
+    pub fn with_media(mut self, media: crate::media::MediaFetcher) -> ProviderHub {
+        self.media = media;
+        self
+    }
+
+    /// The fetcher of media files for providers that take uploads.
+    pub fn media(&self) -> &crate::media::MediaFetcher {
+        &self.media
     }
 
     /// The adapter of a channel type with its decrypted configuration (`Null` when none).

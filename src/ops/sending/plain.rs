@@ -132,15 +132,21 @@ pub async fn send(
         }
     }
 
+    // Media on a channel whose provider takes uploads: fetched, checked and uploaded (or a
+    // fresh upload reused) before the send; its refusals (`invalid_media`) record nothing.
+    let prepared = super::media::prepare(ctx, provider.as_ref(), &channel, &input.content).await?;
+
     // The provider call: no transaction is open.
-    let (outcome, steps) = super::provider::call(
-        provider.as_ref(),
-        &channel,
-        &recipient,
-        &input.content,
-        ctx.clock,
-    )
-    .await;
+    let (outcome, steps) = match prepared {
+        super::media::Prepared::Ready(content) => {
+            super::provider::call(provider.as_ref(), &channel, &recipient, &content, ctx.clock)
+                .await
+        }
+        super::media::Prepared::UploadRejected(e) => {
+            let steps = super::media::upload_rejected_steps(&e, &channel, ctx.clock);
+            (Err(e), steps)
+        }
+    };
     let (status, provider_message_id, error) = classify_outcome(&outcome, &channel)?;
     let rejection = outcome.as_ref().err().cloned();
     let policy = if rejection.is_some() || channel.channel_type == ChannelType::WhatsappCloud {

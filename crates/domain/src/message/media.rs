@@ -99,6 +99,7 @@ pub fn validate_media(input: &MediaInput<'_>) -> Result<Content, ValidationError
             media_url: media_url.trim().to_owned(),
             caption: input.caption.map(str::to_owned),
             file_name: input.file_name.map(str::to_owned),
+            media_id: None,
         })),
         _ => Err(errors),
     }

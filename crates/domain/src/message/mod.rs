@@ -198,6 +198,10 @@ pub struct Media {
     pub caption: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file_name: Option<String>,
+    /// The provider's id of an upload of the file (WhatsApp Cloud: set by the media pipeline
+    /// just before the send, which then goes by id instead of by link). Never stored or shown.
+    #[serde(skip)]
+    pub media_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
