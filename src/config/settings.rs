@@ -126,7 +126,7 @@ pub const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "media_timeout",
-        default: "30s",
+        default: "20s",
         meaning: "time limit of fetching one media file for a whatsapp_cloud send, and of uploading it to the provider",
     },
     Setting {

@@ -16,6 +16,7 @@ both_backends!(
     whatsapp_media_is_uploaded_once_and_sent_by_id,
     whatsapp_media_refusals_come_before_any_send,
     media_urls_follow_the_webhook_url_rules,
+    an_upload_the_provider_refuses_fails_the_message,
 );
 
 const MESSAGES: &str = "/api/v1/integrations/messages";
@@ -49,6 +50,17 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 /// A whatsapp_cloud channel on the fake Graph API with this phone number id.
 async fn whatsapp_channel(env: &TestEnv, org_id: i64, graph: &Fake, slug: &str, id: &str) -> Value {
+    whatsapp_channel_with_token(env, org_id, graph, slug, id, WA_TOKEN).await
+}
+
+async fn whatsapp_channel_with_token(
+    env: &TestEnv,
+    org_id: i64,
+    graph: &Fake,
+    slug: &str,
+    id: &str,
+    token: &str,
+) -> Value {
     env.admin(&[
         "channel",
         "create",
@@ -63,7 +75,7 @@ async fn whatsapp_channel(env: &TestEnv, org_id: i64, graph: &Fake, slug: &str, 
         "--provider-config",
         &json!({
             "phone_number_id": id,
-            "access_token": WA_TOKEN,
+            "access_token": token,
             "app_secret": APP_SECRET,
             "verify_token": "verify",
             "api_base_url": graph.base_url,
@@ -377,4 +389,42 @@ async fn media_urls_follow_the_webhook_url_rules(backend: Backend) {
     assert_eq!(graph.arrivals(), 0);
     assert!(graph.uploads().await.is_empty());
     assert!(outbound_messages(&server, &seed.key).await.is_empty());
+}
+
+async fn an_upload_the_provider_refuses_fails_the_message(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let graph = Fake::graph(WA_TOKEN).await;
+    let files = MediaServer::start().await;
+    files.file("/p.png", PNG.to_vec(), "image/png");
+    // The Graph API refuses this channel's token (190): the upload is a provider rejection.
+    let wa =
+        whatsapp_channel_with_token(&env, seed.org_id, &graph, "wa", "1098765", "EAAG-revoked")
+            .await;
+    let server = env.start(&[ALLOW_PRIVATE]).await;
+    contact_writes(&server, &wa, "1098765").await;
+    let r = send(
+        &server,
+        &seed.key,
+        &json!({"channel_slug": "wa", "phone": PHONE,
+        "media_type": "image", "media_url": files.url("/p.png")}),
+    )
+    .await
+    .expect_error(422, "provider_rejected");
+    let details = &r.body["error"]["details"];
+    assert_eq!(
+        (
+            details["provider_status"].as_u64(),
+            details["provider_code"].as_i64()
+        ),
+        (Some(401), Some(190))
+    );
+    assert_eq!(details["message"]["status"], "failed");
+    // The send itself never happened; the failed message is kept, as for a refused send.
+    assert_eq!(graph.arrivals(), 0);
+    assert!(graph.uploads().await.is_empty());
+    let kept = outbound_messages(&server, &seed.key).await;
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0]["status"], "failed");
+    assert_eq!(kept[0]["error"]["provider_code"], 190);
 }
