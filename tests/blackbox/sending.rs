@@ -1425,9 +1425,14 @@ async fn whatsapp_service_window(backend: Backend) {
     let graph = Fake::graph(WA_TOKEN).await;
     let wa = whatsapp_channel(&env, seed.org_id, &graph, "wa").await;
     let wa_uuid = wa["uuid"].as_str().unwrap();
-    let server = env.start(&[]).await;
+    // Media on WhatsApp is fetched by the service: from a loopback server here.
+    let files = crate::media_server::MediaServer::start().await;
+    files.file("/a.png", crate::media_server::PNG.to_vec(), "image/png");
+    let server = env
+        .start(&[("SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS", "true")])
+        .await;
     let text = |phone: &str| json!({"channel_slug": "wa", "phone": phone, "message": "Hello"});
-    let media = |phone: &str| json!({"channel_slug": "wa", "phone": phone, "media_type": "image", "media_url": "https://x.test/a.png"});
+    let media = |phone: &str| json!({"channel_slug": "wa", "phone": phone, "media_type": "image", "media_url": files.url("/a.png")});
     let template = |phone: &str| json!({"channel_slug": "wa", "phone": phone, "template": {"name": "hello_world", "language": "en_US"}});
 
     // No conversation: free-form messages are refused before the provider is called.
