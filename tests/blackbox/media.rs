@@ -281,6 +281,7 @@ async fn whatsapp_media_refusals_come_before_any_send(backend: Backend) {
     files.file("/notes.txt", b"not an image\n".to_vec(), "image/png");
     files.status("/gone.png", 404);
     files.status("/broken.png", 500);
+    files.hang("/slow.png");
     files.file("/ok.png", PNG.to_vec(), "image/png");
     // A port nothing listens on.
     let closed = {
@@ -288,7 +289,10 @@ async fn whatsapp_media_refusals_come_before_any_send(backend: Backend) {
         l.local_addr().unwrap().port()
     };
     let wa = whatsapp_channel(&env, seed.org_id, &graph, "wa", "1098765").await;
-    let server = env.start(&[ALLOW_PRIVATE]).await;
+    // A short media time limit: the file server that never answers is cut off by it.
+    let server = env
+        .start(&[ALLOW_PRIVATE, ("SWITCHBOARD_MEDIA_TIMEOUT", "2s")])
+        .await;
     contact_writes(&server, &wa, "1098765").await;
     let body = |media_type: &str, url: String| json!({"channel_slug": "wa", "phone": PHONE, "media_type": media_type, "media_url": url});
 
@@ -303,6 +307,7 @@ async fn whatsapp_media_refusals_come_before_any_send(backend: Backend) {
             body("image", format!("http://127.0.0.1:{closed}/a.png")),
             "unreachable",
         ),
+        (body("image", files.url("/slow.png")), "unreachable"),
     ];
     let mut first_key = None;
     for (request, reason) in &cases {
@@ -330,12 +335,19 @@ async fn whatsapp_media_refusals_come_before_any_send(backend: Backend) {
     );
     let r = send(&server, &seed.key, &cases[3].0).await;
     assert_eq!(r.body["error"]["details"]["sniffed_type"], Value::Null);
-    let r = send(&server, &seed.key, &cases[4].0).await;
-    assert!(
-        r.body["error"]["message"].as_str().unwrap().contains("404"),
-        "{}",
-        r.text
-    );
+    for (case, says) in [
+        (4, "HTTP 404"),
+        (5, "HTTP 500"),
+        (6, "connection"),
+        (7, "timed out"),
+    ] {
+        let r = send(&server, &seed.key, &cases[case].0).await;
+        assert!(
+            r.body["error"]["message"].as_str().unwrap().contains(says),
+            "{says}: {}",
+            r.text
+        );
+    }
 
     // Nothing reached the provider, nothing was recorded.
     assert_eq!(graph.arrivals(), 0);

@@ -42,6 +42,8 @@ enum Item {
     /// A body with no `Content-Length` that repeats this chunk up to `total` bytes.
     Endless(Arc<Vec<u8>>, u64),
     Status(u16),
+    /// Never answers.
+    Hang,
 }
 
 #[derive(Default)]
@@ -98,6 +100,11 @@ impl MediaServer {
         self.put(path, Item::Status(status));
     }
 
+    /// Never answers at `path` (the client's time limit ends the request).
+    pub fn hang(&self, path: &str) {
+        self.put(path, Item::Hang);
+    }
+
     /// How many requests `path` got.
     pub fn hits(&self, path: &str) -> u64 {
         self.inner
@@ -125,6 +132,7 @@ async fn serve(State(inner): State<Arc<Inner>>, Path(path): Path<String>) -> Res
     match item {
         None => StatusCode::NOT_FOUND.into_response(),
         Some(Item::Status(s)) => StatusCode::from_u16(s).unwrap().into_response(),
+        Some(Item::Hang) => std::future::pending().await,
         Some(Item::File(bytes, content_type)) => (
             [("content-type", content_type)],
             Body::from(bytes.as_ref().clone()),

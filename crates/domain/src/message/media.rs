@@ -124,7 +124,8 @@ pub struct MediaLimit {
     pub types: Option<&'static [&'static str]>,
 }
 
-/// The audio types WhatsApp accepts: AAC, AMR, MP3, MP4 audio and Ogg (Opus).
+/// The audio types WhatsApp accepts: AAC, AMR, MP3, MP4 audio and Ogg (Opus only: an Ogg
+/// file sniffed as Vorbis is refused).
 pub const WHATSAPP_AUDIO_TYPES: &[&str] = &[
     "audio/aac",
     "audio/amr",
@@ -210,6 +211,8 @@ pub fn check_whatsapp_media(
     let normalized = match (media_type, sniffed) {
         (MediaType::Audio, Some("audio/m4a" | "video/mp4")) => Some("audio/mp4"),
         (MediaType::Audio, Some("audio/opus")) => Some("audio/ogg"),
+        // Ogg without Opus (Vorbis, FLAC): WhatsApp plays Opus only.
+        (MediaType::Audio, Some("audio/ogg")) => None,
         (MediaType::Audio, Some("audio/x-aac")) => Some("audio/aac"),
         (_, s) => s,
     };
@@ -232,6 +235,8 @@ mod whatsapp_tests {
     const MP3: &[u8] = b"ID3\x04\0\0\0\0\0\x21TIT2\0\0\0\x05\0\0\0test";
     const OGG: &[u8] =
         b"OggS\0\x02\0\0\0\0\0\0\0\0\x01\0\0\0\0\0\0\0\0\0\0\0\x01\x13OpusHead\x01\x02";
+    const OGG_VORBIS: &[u8] =
+        b"OggS\0\x02\0\0\0\0\0\0\0\0\x01\0\0\0\0\0\0\0\0\0\0\0\x01\x1e\x01vorbis\0\0\0\0\x02";
     const AMR: &[u8] = b"#!AMR\n\x3c\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
     const PDF: &[u8] = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\n";
 
@@ -244,7 +249,8 @@ mod whatsapp_tests {
         assert_eq!(sniff_mime(GP3), Some("video/3gpp"));
         assert_eq!(sniff_mime(M4A), Some("audio/m4a"));
         assert_eq!(sniff_mime(MP3), Some("audio/mpeg"));
-        assert!(matches!(sniff_mime(OGG), Some("audio/ogg" | "audio/opus")));
+        assert_eq!(sniff_mime(OGG), Some("audio/opus"));
+        assert_eq!(sniff_mime(OGG_VORBIS), Some("audio/ogg"));
         assert_eq!(sniff_mime(AMR), Some("audio/amr"));
         assert_eq!(sniff_mime(PDF), Some("application/pdf"));
         assert_eq!(sniff_mime(b"just some text\n"), None);
@@ -287,6 +293,13 @@ mod whatsapp_tests {
         assert!(check(MediaType::Sticker, PNG).is_err());
         assert!(check(MediaType::Image, WEBP).is_err());
         assert!(check(MediaType::Audio, PDF).is_err());
+        assert_eq!(
+            check(MediaType::Audio, OGG_VORBIS),
+            Err(MediaIssue::UnsupportedType {
+                sniffed: Some("audio/ogg"),
+                accepted: WHATSAPP_AUDIO_TYPES,
+            })
+        );
     }
 
     #[test]
