@@ -8,9 +8,11 @@
 //! cargo run --release --bin bench -- --scenario recovery    # feed pages and a recovery
 //! cargo run --release --bin bench -- --scenario ordering    # per_contact vs unordered
 //! cargo run --release --bin bench -- --scenario tracing     # with and without span export
+//! cargo run --release --bin bench -- --scenario media       # WhatsApp media: MB/s, peak RSS
 //! ```
 
 mod load;
+mod media;
 mod outage;
 mod receiver;
 mod report;
@@ -63,8 +65,8 @@ pub struct Args {
     #[arg(long)]
     pub server_bin: Option<PathBuf>,
     /// standard (rates, latencies, deliveries), recovery (feed pages and a recovery over kept
-    /// events), ordering (per_contact against unordered deliveries) or tracing (the same loops
-    /// with and without span export).
+    /// events), ordering (per_contact against unordered deliveries), tracing (the same loops
+    /// with and without span export) or media (WhatsApp media sends: MB/s and peak memory).
     #[arg(long, default_value = "standard")]
     pub scenario: String,
     /// recovery: events kept in the database.
@@ -86,6 +88,12 @@ pub struct Args {
     /// ordering: messages per contact.
     #[arg(long, default_value_t = 10)]
     pub events_per_contact: usize,
+    /// media: documents sent at once (each different bytes).
+    #[arg(long, default_value_t = 20)]
+    pub media_docs: usize,
+    /// media: the size of each document, in MiB (WhatsApp's limit is 100).
+    #[arg(long, default_value_t = 50)]
+    pub media_mb: u64,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -123,8 +131,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 "recovery" => serde_json::to_value(outage::recovery(&args, &bin, backend).await?)?,
                 "ordering" => serde_json::to_value(outage::ordering(&args, &bin, backend).await?)?,
                 "tracing" => serde_json::to_value(tracing::tracing(&args, &bin, backend).await?)?,
+                "media" => serde_json::to_value(media::media(&args, &bin, backend).await?)?,
                 other => anyhow::bail!(
-                    "--scenario: expected standard, recovery, ordering or tracing, got {other}"
+                    "--scenario: expected standard, recovery, ordering, tracing or media, got {other}"
                 ),
             };
             println!(
