@@ -126,6 +126,20 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
             rt.config.provider_timeout
         );
     }
+    // A WhatsApp media send fetches and uploads the file before the send itself.
+    let media_send = rt.config.provider_timeout + 2 * rt.config.media_timeout;
+    if rt.config.idempotency_lease <= media_send
+        && rt.config.idempotency_lease > rt.config.provider_timeout
+    {
+        tracing::warn!(
+            "{} ({:?}) is not longer than a WhatsApp media send may take ({} + 2 x {}: {:?}): a retry with the same Idempotency-Key can take a slow media send over, and the provider then gets the message twice",
+            env_name("idempotency_lease"),
+            rt.config.idempotency_lease,
+            env_name("provider_timeout"),
+            env_name("media_timeout"),
+            media_send
+        );
+    }
     let listener = TcpListener::bind(&rt.config.listen)
         .await
         .with_context(|| {
@@ -163,7 +177,14 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         limiter: limiter.clone(),
         key_touches: Default::default(),
         config_cache: config_cache.clone(),
-        providers: crate::providers::ProviderHub::new(rt.config.provider_timeout).with_pacer(pacer),
+        providers: crate::providers::ProviderHub::new(rt.config.provider_timeout)
+            .with_pacer(pacer)
+            .with_media(crate::media::MediaFetcher::new(
+                crate::webhooks::url_safety::Policy {
+                    allow_private: rt.config.webhook_allow_private_targets,
+                },
+                rt.config.media_timeout,
+            )),
         metrics: crate::telemetry::metrics_handle(),
         webhook_lookup: crate::webhooks::url_safety::system_lookup(),
         recovery_wake: recovery_wake.clone(),
@@ -196,7 +217,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         providers: state.providers.clone(),
         cache: config_cache.clone(),
         concurrency: 16,
-        provider_timeout: rt.config.provider_timeout,
+        provider_timeout: rt.config.provider_timeout + 2 * rt.config.media_timeout,
     };
     tasks.spawn(sender.run(shutdown.clone()));
     let recoveries = crate::webhooks::recovery::RecoveryWorker {

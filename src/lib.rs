@@ -14,6 +14,7 @@
 //!   rate limits, errors, view types and one module per resource.
 //! * [`webhooks`]: URL safety at connect time and the dispatcher.
 //! * [`providers`]: one adapter per channel type behind one trait.
+//! * [`media`]: fetching media files for uploads, with the webhook URL rules.
 //! * [`cli`]: the `switchboard` command line (`serve`, `migrate`, `admin ...`).
 //! * [`views`]: the JSON representation of each resource, shared by responses, event data
 //!   and the admin tools' `--json` output.
@@ -25,6 +26,7 @@ pub mod cli;
 pub mod config;
 pub mod crypto;
 pub mod http;
+pub mod media;
 pub mod ops;
 pub mod providers;
 pub mod shared_redis;

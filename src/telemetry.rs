@@ -157,6 +157,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Provider call latency by channel type.",
     ),
     (
+        "switchboard_media_uploads_total",
+        "counter",
+        "WhatsApp media files by result: uploaded, reused (a fresh upload of the same bytes on the channel), rejected, failed.",
+    ),
+    (
         "switchboard_provider_callbacks_total",
         "counter",
         "Verified provider callbacks applied, by channel type.",
@@ -253,6 +258,9 @@ fn describe_metrics() {
             metrics::counter!("switchboard_provider_sends_total", "channel_type" => channel_type, "result" => result)
                 .absolute(0);
         }
+    }
+    for result in ["uploaded", "reused", "rejected", "failed"] {
+        metrics::counter!("switchboard_media_uploads_total", "result" => result).absolute(0);
     }
     metrics::gauge!("switchboard_webhook_deliveries_due").set(0.0);
     metrics::gauge!("switchboard_webhook_oldest_due_seconds").set(0.0);

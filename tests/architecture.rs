@@ -3,12 +3,14 @@
 //! cannot name the store, the store cannot name the service.)
 //!
 //! ```text
-//! cli ──► http ──► ops ──► views, webhooks, providers ──► store, domain
+//! cli ──► http ──► ops ──► views, webhooks, providers, media ──► store, domain
 //! ```
 //!
 //! * `src/ops` must not use `crate::http` or `crate::cli`;
 //! * `src/providers` must not use `crate::http`, `crate::ops`, `crate::cli` or the store crate;
 //! * `src/webhooks` must not use `crate::http`, `crate::ops` or `crate::cli`;
+//! * `src/media` must not use `crate::http`, `crate::ops`, `crate::cli`, `crate::providers` or
+//!   the store crate;
 //! * `src/views` must not use `crate::http`, `crate::ops` or `crate::cli`;
 //! * `src/http` must not use `crate::cli`;
 //! * `src/trace` (trace context and span export) uses none of the layers that make spans;
@@ -30,6 +32,11 @@ const RULES: &[(&str, &[&str])] = &[
     ("ops", &["http", "cli"]),
     ("providers", &["http", "ops", "cli", "switchboard_store"]),
     ("webhooks", &["http", "ops", "cli"]),
+    // Media fetching sits beside the providers: URL safety below it, no store, no use case.
+    (
+        "media",
+        &["http", "ops", "cli", "providers", "switchboard_store"],
+    ),
     ("views", &["http", "ops", "cli"]),
     ("http", &["cli"]),
     // Trace context and span export sit under everything that makes spans.

@@ -78,6 +78,8 @@ pub struct Config {
     pub idempotency_retention: Duration,
     pub idempotency_lease: Duration,
     pub provider_timeout: Duration,
+    /// Time limit of fetching one media file, and of uploading it to the provider.
+    pub media_timeout: Duration,
     pub purge_interval: Duration,
     pub database_max_connections: u32,
     pub http_header_timeout: Duration,
@@ -287,6 +289,11 @@ impl Config {
                 "provider_timeout",
                 Duration::from_millis(10),
                 Duration::from_secs(300),
+            )?,
+            media_timeout: src.duration(
+                "media_timeout",
+                Duration::from_millis(10),
+                Duration::from_secs(3600),
             )?,
             purge_interval: src.duration(
                 "purge_interval",

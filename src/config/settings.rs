@@ -135,6 +135,11 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "time limit of one call to a messaging provider",
     },
     Setting {
+        name: "media_timeout",
+        default: "20s",
+        meaning: "time limit of fetching one media file for a whatsapp_cloud send, and of uploading it to the provider",
+    },
+    Setting {
         name: "purge_interval",
         default: "10m",
         meaning: "how often expired records are purged",

@@ -39,6 +39,27 @@ pub struct Accepted {
     pub status: MessageStatus,
 }
 
+/// A fetched and checked media file, to upload.
+pub struct MediaFile {
+    /// The whole file (moved into the request without a copy).
+    pub bytes: Vec<u8>,
+    /// Its MIME type (sniffed).
+    pub mime: String,
+    /// The file name the upload carries.
+    pub file_name: String,
+    /// The upload's time limit.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for MediaFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MediaFile")
+            .field("size", &self.bytes.len())
+            .field("mime", &self.mime)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Why a send did not go out.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ProviderError {
@@ -204,6 +225,21 @@ pub trait Provider: Send + Sync {
     /// Sends a message. Never called inside a database transaction.
     async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError>;
 
+    /// Whether media sends on this channel go by an upload: the service fetches the file,
+    /// checks it and hands it to [`Provider::upload_media`] (WhatsApp Cloud), instead of
+    /// passing the link on (Telegram, sandbox).
+    fn uploads_media(&self) -> bool {
+        false
+    }
+
+    /// Uploads a media file to the provider; its media id. Never called inside a database
+    /// transaction.
+    async fn upload_media(&self, _file: MediaFile) -> Result<String, ProviderError> {
+        Err(ProviderError::Unsupported(
+            "This channel type takes media by link, not by upload.".into(),
+        ))
+    }
+
     /// Every template of the provider account behind the channel (all pages).
     async fn list_templates(&self) -> Result<Vec<RemoteTemplate>, ProviderError> {
         Err(ProviderError::Unsupported(
@@ -235,6 +271,7 @@ pub struct ProviderHub {
     pacer: std::sync::Arc<pacing::Pacer>,
     /// Wakes this process's send worker when a message is queued.
     send_wake: std::sync::Arc<tokio::sync::Notify>,
+    media: crate::media::MediaFetcher,
 }
 
 impl ProviderHub {
@@ -252,6 +289,10 @@ impl ProviderHub {
             http,
             pacer: std::sync::Arc::new(pacing::Pacer::local(Duration::from_secs(6))),
             send_wake: Default::default(),
+            media: crate::media::MediaFetcher::new(
+                crate::webhooks::url_safety::Policy::default(),
+                timeout,
+            ),
         }
     }
 
@@ -275,6 +316,17 @@ impl ProviderHub {
     /// What the send worker waits on.
     pub fn send_worker_wakeup(&self) -> std::sync::Arc<tokio::sync::Notify> {
         self.send_wake.clone()
+    }
+
+    /// The hub with this media fetcher (the URL rules and time limit of media fetches).
+    pub fn with_media(mut self, media: crate::media::MediaFetcher) -> ProviderHub {
+        self.media = media;
+        self
+    }
+
+    /// The fetcher of media files for providers that take uploads.
+    pub fn media(&self) -> &crate::media::MediaFetcher {
+        &self.media
     }
 
     /// The adapter of a channel type with its decrypted configuration (`Null` when none).

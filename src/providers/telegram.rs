@@ -535,6 +535,7 @@ mod tests {
                 media_url: "https://x.test/a.pdf".into(),
                 caption: Some("c".into()),
                 file_name: None,
+                media_id: None,
             }),
         )
         .unwrap();

@@ -9,6 +9,9 @@
 //! `hub.verify_token`, `hub.challenge`) and POSTs signed with `X-Hub-Signature-256: sha256=<hex
 //! HMAC-SHA256 of the raw body keyed with the app secret>`, carrying `messages` and `statuses`.
 //!
+//! Media: the service fetches and checks the file (`crate::media`), uploads it with
+//! `POST {api_base_url}/{phone_number_id}/media` (multipart) and sends by the media `id`.
+//!
 //! Provider configuration: `{"phone_number_id", "access_token", "app_secret", "verify_token",
 //! "api_base_url"?}` (`api_base_url` defaults to [`DEFAULT_API_BASE_URL`]).
 
@@ -195,7 +198,11 @@ pub fn payload(to_digits: &str, content: &Content) -> Value {
         }
         Content::Media(m) => {
             let kind = m.media_type.as_str();
-            let mut obj = json!({ "link": m.media_url });
+            // By the id of an upload when the media pipeline made one, else by link.
+            let mut obj = match &m.media_id {
+                Some(id) => json!({ "id": id }),
+                None => json!({ "link": m.media_url }),
+            };
             if let Some(c) = &m.caption {
                 if !matches!(m.media_type, MediaType::Audio | MediaType::Sticker) {
                     obj["caption"] = json!(c);
@@ -290,6 +297,31 @@ pub fn read_send_answer(status: u16, body: &[u8]) -> Result<Accepted, ProviderEr
     })
 }
 
+/// Classifies the answer to a media upload (`POST /{phone_number_id}/media`): the media id, or
+/// the error as for a send.
+pub fn read_upload_answer(status: u16, body: &[u8]) -> Result<String, ProviderError> {
+    if (200..300).contains(&status) {
+        let parsed: Option<Value> = serde_json::from_slice(body).ok();
+        return parsed
+            .as_ref()
+            .and_then(|v| match v.get("id")? {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .filter(|id| !id.is_empty() && id.len() <= 512 && !id.contains('\0'))
+            .ok_or_else(|| {
+                ProviderError::Unavailable("the provider's answer has no media id".into())
+            });
+    }
+    match read_send_answer(status, body) {
+        Err(e) => Err(e),
+        Ok(_) => Err(ProviderError::Unavailable(format!(
+            "the provider answered HTTP {status}"
+        ))),
+    }
+}
+
 #[async_trait]
 impl Provider for WhatsappCloud {
     fn channel_type(&self) -> ChannelType {
@@ -340,6 +372,47 @@ impl Provider for WhatsappCloud {
             .await
             .map_err(ProviderError::Unavailable)?;
         read_send_answer(status, &body)
+    }
+
+    fn uploads_media(&self) -> bool {
+        true
+    }
+
+    /// `POST /{phone_number_id}/media`, multipart: `messaging_product=whatsapp`, `type=<mime>`,
+    /// `file=<bytes>` (the buffer is handed to the request without a copy).
+    async fn upload_media(&self, file: super::MediaFile) -> Result<String, ProviderError> {
+        let (Some(phone_number_id), Some(token)) =
+            (&self.config.phone_number_id, &self.config.access_token)
+        else {
+            return Err(ProviderError::NotConfigured(
+                "The channel's provider configuration lacks phone_number_id or access_token."
+                    .into(),
+            ));
+        };
+        let url = self.graph_url(&[phone_number_id, "media"])?;
+        let part = reqwest::multipart::Part::bytes(file.bytes)
+            .file_name(file.file_name)
+            .mime_str(&file.mime)
+            .map_err(|_| ProviderError::Unsupported("The media type is not a MIME type.".into()))?;
+        let form = reqwest::multipart::Form::new()
+            .text("messaging_product", "whatsapp")
+            .text("type", file.mime)
+            .part("file", part);
+        let resp = self
+            .http
+            .post(url)
+            .bearer_auth(token)
+            .multipart(form)
+            .timeout(file.timeout)
+            .headers(super::trace_headers())
+            .send()
+            .await
+            .map_err(|e| ProviderError::Unavailable(describe_reqwest(e)))?;
+        let status = resp.status().as_u16();
+        let body = read_answer(resp)
+            .await
+            .map_err(ProviderError::Unavailable)?;
+        read_upload_answer(status, &body)
     }
 
     async fn list_templates(&self) -> Result<Vec<super::RemoteTemplate>, ProviderError> {
@@ -699,6 +772,7 @@ mod tests {
                 media_url: "https://x.test/a.pdf".into(),
                 caption: Some("c".into()),
                 file_name: Some("a.pdf".into()),
+                media_id: None,
             }),
         );
         assert_eq!(doc["type"], "document");
@@ -713,9 +787,43 @@ mod tests {
                 media_url: "https://x.test/a.png".into(),
                 caption: None,
                 file_name: Some("ignored.png".into()),
+                media_id: None,
             }),
         );
         assert_eq!(image["image"], json!({"link": "https://x.test/a.png"}));
+        // After an upload: by id, caption and file name kept.
+        let by_id = payload(
+            "1",
+            &Content::Media(Media {
+                media_type: MediaType::Document,
+                media_url: "https://x.test/a.pdf".into(),
+                caption: Some("c".into()),
+                file_name: Some("a.pdf".into()),
+                media_id: Some("1234567890".into()),
+            }),
+        );
+        assert_eq!(
+            by_id["document"],
+            json!({"id": "1234567890", "caption": "c", "filename": "a.pdf"})
+        );
+        assert_eq!(
+            read_upload_answer(200, br#"{"id": "998877"}"#),
+            Ok("998877".into())
+        );
+        assert!(matches!(
+            read_upload_answer(200, br#"{"ok": true}"#),
+            Err(ProviderError::Unavailable(_))
+        ));
+        assert!(matches!(
+            read_upload_answer(
+                400,
+                br#"{"error": {"code": 100, "message": "(#100) Invalid parameter"}}"#
+            ),
+            Err(ProviderError::Rejected {
+                http_status: 400,
+                ..
+            })
+        ));
         let template = payload(
             "1",
             &Content::Template(Template {

@@ -281,17 +281,27 @@ async fn a_batch_reports_progress_and_emits_each_items_events(backend: Backend) 
     let messages = all_messages(&server, &seed.key).await;
     assert_eq!(messages.len(), 5);
     assert!(messages.iter().all(|m| m["status"] == "sent"));
-    let events = server
-        .get("/api/v1/integrations/event-feed?limit=200", &seed.key)
-        .await
-        .expect(200)
-        .body;
-    let names: Vec<&str> = events["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
+    // The feed shows an event once every transaction that could come before it has committed:
+    // wait for the five.
+    let end = Instant::now() + Duration::from_secs(20);
+    let names: Vec<String> = loop {
+        let events = server
+            .get("/api/v1/integrations/event-feed?limit=200", &seed.key)
+            .await
+            .expect(200)
+            .body;
+        let names: Vec<String> = events["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["event"].as_str().unwrap().to_owned())
+            .collect();
+        let sent = names.iter().filter(|n| *n == "message.sent").count();
+        if sent >= 5 || Instant::now() > end {
+            break names;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
     let count = |n: &str| names.iter().filter(|x| **x == n).count();
     assert_eq!(count("message.sent"), 5, "{names:?}");
     assert_eq!(count("contact.created"), 5, "{names:?}");
@@ -330,7 +340,12 @@ async fn a_batch_survives_kill_9_and_sends_each_item_at_most_once(backend: Backe
     let graph = Fake::graph(WA_TOKEN).await;
     graph.set_limits(Some(20), None);
     let channel = whatsapp_channel(&env, seed.org_id, &graph, 20).await;
-    let reads = [("SWITCHBOARD_RATE_LIMIT_READS", "100000")];
+    // Short provider and media time limits: a dead instance's leases expire sooner.
+    let reads = [
+        ("SWITCHBOARD_RATE_LIMIT_READS", "100000"),
+        ("SWITCHBOARD_PROVIDER_TIMEOUT", "2s"),
+        ("SWITCHBOARD_MEDIA_TIMEOUT", "2s"),
+    ];
     let mut server = env.start(&reads).await;
     let items: Vec<Value> = (0..100)
         .map(|n| template_item(channel, &phone(n), n))

@@ -69,6 +69,8 @@ struct Inner {
     throttled: AtomicU64,
     /// Of those, refused for the pair rate (131056).
     pair_throttled: AtomicU64,
+    /// Media uploads accepted (`POST /{phone_number_id}/media`).
+    uploads: Mutex<Vec<Upload>>,
 }
 
 /// What the real Graph API enforces on a phone number: its throughput (messages per second;
@@ -81,6 +83,22 @@ struct Limits {
     recent: VecDeque<std::time::Instant>,
     /// When each recipient last got a message.
     last_to: std::collections::HashMap<String, std::time::Instant>,
+}
+
+/// One media upload the fake Graph API accepted.
+#[derive(Clone, Debug)]
+pub struct Upload {
+    pub phone_number_id: String,
+    /// The `type` field (the MIME type).
+    pub mime: String,
+    /// The `file` part's file name and content type.
+    pub file_name: Option<String>,
+    pub file_content_type: Option<String>,
+    pub size: u64,
+    /// SHA-256 of the file, lowercase hex.
+    pub sha256: String,
+    /// The media id answered.
+    pub id: String,
 }
 
 /// A running fake provider.
@@ -106,6 +124,7 @@ impl Fake {
             limits: std::sync::Mutex::new(Limits::default()),
             throttled: AtomicU64::new(0),
             pair_throttled: AtomicU64::new(0),
+            uploads: Mutex::new(Vec::new()),
         });
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
@@ -203,6 +222,11 @@ impl Fake {
         self.inner.template_pages.load(Ordering::SeqCst)
     }
 
+    /// The media uploads accepted so far, oldest first.
+    pub async fn uploads(&self) -> Vec<Upload> {
+        self.inner.uploads.lock().await.clone()
+    }
+
     /// Lets one held request answer.
     pub fn release(&self) {
         self.inner.release.add_permits(1);
@@ -280,7 +304,10 @@ fn check_graph_body(body: &Value) -> Result<(), String> {
                 .ok_or("interactive.body.text is required")?;
         }
         "image" | "document" | "audio" | "video" | "sticker" => {
-            obj["link"].as_str().ok_or("link is required")?;
+            // Switchboard uploads media and sends by id (checked against the uploads).
+            obj["id"]
+                .as_str()
+                .ok_or("id is required (media is sent by the id of an upload)")?;
         }
         "template" => {
             obj["name"].as_str().ok_or("template.name is required")?;
@@ -376,6 +403,79 @@ fn over_limits(inner: &Inner, to: &str) -> Option<Response> {
     None
 }
 
+/// `POST /{version}/{phone_number_id}/media`: multipart with `messaging_product=whatsapp`,
+/// `type=<mime>` and `file`, as the Graph API takes it; the file is hashed as it streams in (not
+/// kept); answers `{"id": "..."}`.
+async fn upload_media(
+    State(inner): State<Arc<Inner>>,
+    Path((_version, phone_number_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    mut form: axum::extract::Multipart,
+) -> Response {
+    use sha2::Digest;
+    let expected = format!("Bearer {}", inner.token);
+    if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(expected.as_str()) {
+        return graph_error(401, 190, "Invalid OAuth access token.", None);
+    }
+    let bad = |why: &str| graph_error(400, 100, &format!("(#100) Invalid parameter: {why}"), None);
+    let (mut product, mut mime, mut file) = (None, None, None);
+    loop {
+        let mut field = match form.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(_) => return bad("the multipart body cannot be read"),
+        };
+        match field.name().unwrap_or_default() {
+            "messaging_product" => product = field.text().await.ok(),
+            "type" => mime = field.text().await.ok(),
+            "file" => {
+                let file_name = field.file_name().map(str::to_owned);
+                let content_type = field.content_type().map(str::to_owned);
+                let mut hasher = sha2::Sha256::new();
+                let mut size = 0u64;
+                loop {
+                    match field.chunk().await {
+                        Ok(Some(c)) => {
+                            size += c.len() as u64;
+                            hasher.update(&c);
+                        }
+                        Ok(None) => break,
+                        Err(_) => return bad("the file cannot be read"),
+                    }
+                }
+                file = Some((
+                    file_name,
+                    content_type,
+                    size,
+                    hex::encode(hasher.finalize()),
+                ));
+            }
+            _ => {}
+        }
+    }
+    if product.as_deref() != Some("whatsapp") {
+        return bad("messaging_product must be whatsapp");
+    }
+    let Some(mime) = mime.filter(|m| m.contains('/')) else {
+        return bad("type is required");
+    };
+    let Some((file_name, file_content_type, size, sha256)) = file.filter(|f| f.2 > 0) else {
+        return bad("file is required");
+    };
+    let mut uploads = inner.uploads.lock().await;
+    let id = format!("{}", 880_000_001 + uploads.len() as u64);
+    uploads.push(Upload {
+        phone_number_id,
+        mime,
+        file_name,
+        file_content_type,
+        size,
+        sha256,
+        id: id.clone(),
+    });
+    json_response(200, json!({ "id": id }))
+}
+
 fn graph_router(inner: Arc<Inner>) -> Router {
     async fn messages(
         State(inner): State<Arc<Inner>>,
@@ -394,6 +494,15 @@ fn graph_router(inner: Arc<Inner>) -> Router {
         };
         if let Err(why) = check_graph_body(&value) {
             return graph_error(400, 100, &format!("(#100) Invalid parameter: {why}"), None);
+        }
+        if let Some(id) = value
+            .get(value["type"].as_str().unwrap_or_default())
+            .and_then(|o| o.get("id"))
+            .and_then(Value::as_str)
+        {
+            if !inner.uploads.lock().await.iter().any(|u| u.id == id) {
+                return graph_error(400, 131053, "Media upload error: unknown media id", None);
+            }
         }
         if matches!(behaviour, Behaviour::Accept | Behaviour::Hold) {
             if let Some(refusal) = over_limits(&inner, value["to"].as_str().unwrap_or_default()) {
@@ -426,6 +535,10 @@ fn graph_router(inner: Arc<Inner>) -> Router {
     }
     Router::new()
         .route("/{version}/{phone_number_id}/messages", post(messages))
+        .route(
+            "/{version}/{phone_number_id}/media",
+            post(upload_media).layer(axum::extract::DefaultBodyLimit::disable()),
+        )
         .route(
             "/{version}/{waba_id}/message_templates",
             axum::routing::get(message_templates),

@@ -153,7 +153,11 @@ async fn world(backend: Backend) -> World {
     .await;
     // Many sends per test: lift the per-minute send limit.
     let server = env
-        .start(&[("SWITCHBOARD_RATE_LIMIT_SENDS", "100000")])
+        // Allow-private: media is fetched from a loopback server (media sends on WhatsApp).
+        .start(&[
+            ("SWITCHBOARD_RATE_LIMIT_SENDS", "100000"),
+            ("SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS", "true"),
+        ])
         .await;
     World {
         wa_uuid: wa["uuid"].as_str().unwrap().to_owned(),
@@ -497,8 +501,10 @@ async fn free_text_waits_until_the_contact_writes(backend: Backend) {
     let interactive = json!({"channel_id": w.wa_id, "phone": PHONE, "type": "interactive",
         "interactive": {"type": "button", "body": {"text": "Ready?"},
         "action": {"buttons": [{"type": "reply", "reply": {"id": "y", "title": "Yes"}}]}}});
+    let files = crate::media_server::MediaServer::start().await;
+    files.file("/a.png", crate::media_server::PNG.to_vec(), "image/png");
     let media = json!({"channel_id": w.wa_id, "phone": PHONE, "media_type": "image",
-        "media_url": "https://cdn.example.com/a.png"});
+        "media_url": files.url("/a.png")});
 
     // Free text is never a first message.
     for (path, body) in [(TEXT, &text), (TEXT, &interactive), (MEDIA, &media)] {

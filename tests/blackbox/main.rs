@@ -5,6 +5,7 @@
 mod db_peek;
 mod fake_providers;
 mod fault_proxy;
+mod media_server;
 mod receivers;
 mod support;
 
@@ -20,6 +21,7 @@ mod initiation;
 mod integrator;
 mod ledger;
 mod legacy_routes;
+mod media;
 mod operators;
 mod ordering;
 mod org_data;

@@ -1233,7 +1233,17 @@ async fn whatsapp_sends_speak_the_graph_api(backend: Backend) {
     let graph = Fake::graph(WA_TOKEN).await;
     let wa = whatsapp_channel(&env, seed.org_id, &graph, "wa").await;
     let wa_uuid = wa["uuid"].as_str().unwrap();
-    let server = env.start(&[]).await;
+    // Media is fetched by the service (here from a loopback server) and uploaded.
+    let files = crate::media_server::MediaServer::start().await;
+    files.file(
+        "/invoice.pdf",
+        crate::media_server::pdf(2048),
+        "application/pdf",
+    );
+    files.file("/s.webp", crate::media_server::webp(1024), "image/webp");
+    let server = env
+        .start(&[("SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS", "true")])
+        .await;
     // The contact writes first: the window opens.
     wa_callback(
         &server,
@@ -1285,30 +1295,35 @@ async fn whatsapp_sends_speak_the_graph_api(backend: Backend) {
         "l"
     );
 
-    send(&server, &seed.key, MEDIA, &json!({"channel_slug": "wa", "phone": PHONE, "media_type": "document",
-        "media_url": "https://cdn.example.com/invoice.pdf", "file_name": "invoice.pdf", "caption": "Invoice"}))
-        .await
-        .expect(201);
+    send(
+        &server,
+        &seed.key,
+        MEDIA,
+        &json!({"channel_slug": "wa", "phone": PHONE, "media_type": "document",
+        "media_url": files.url("/invoice.pdf"), "file_name": "invoice.pdf", "caption": "Invoice"}),
+    )
+    .await
+    .expect(201);
     let call = graph.received().await.pop().unwrap();
+    let upload = graph.uploads().await.pop().unwrap();
     assert_eq!(call.body["type"], "document");
     assert_eq!(
         call.body["document"],
-        json!({"link": "https://cdn.example.com/invoice.pdf", "filename": "invoice.pdf", "caption": "Invoice"})
+        json!({"id": upload.id, "filename": "invoice.pdf", "caption": "Invoice"})
     );
     send(
         &server,
         &seed.key,
         MEDIA,
         &json!({"channel_slug": "wa", "phone": PHONE, "media_type": "sticker",
-        "media_url": "https://cdn.example.com/s.webp"}),
+        "media_url": files.url("/s.webp")}),
     )
     .await
     .expect(201);
     let call = graph.received().await.pop().unwrap();
-    assert_eq!(
-        call.body["sticker"],
-        json!({"link": "https://cdn.example.com/s.webp"})
-    );
+    let upload = graph.uploads().await.pop().unwrap();
+    assert_eq!(upload.mime, "image/webp");
+    assert_eq!(call.body["sticker"], json!({"id": upload.id}));
 
     // A template to a number that never wrote: allowed, no conversation.
     let r = send(&server, &seed.key, TEMPLATE, &json!({"channel_slug": "wa", "phone": "+14155552671",
@@ -1410,9 +1425,14 @@ async fn whatsapp_service_window(backend: Backend) {
     let graph = Fake::graph(WA_TOKEN).await;
     let wa = whatsapp_channel(&env, seed.org_id, &graph, "wa").await;
     let wa_uuid = wa["uuid"].as_str().unwrap();
-    let server = env.start(&[]).await;
+    // Media on WhatsApp is fetched by the service: from a loopback server here.
+    let files = crate::media_server::MediaServer::start().await;
+    files.file("/a.png", crate::media_server::PNG.to_vec(), "image/png");
+    let server = env
+        .start(&[("SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS", "true")])
+        .await;
     let text = |phone: &str| json!({"channel_slug": "wa", "phone": phone, "message": "Hello"});
-    let media = |phone: &str| json!({"channel_slug": "wa", "phone": phone, "media_type": "image", "media_url": "https://x.test/a.png"});
+    let media = |phone: &str| json!({"channel_slug": "wa", "phone": phone, "media_type": "image", "media_url": files.url("/a.png")});
     let template = |phone: &str| json!({"channel_slug": "wa", "phone": phone, "template": {"name": "hello_world", "language": "en_US"}});
 
     // No conversation: free-form messages are refused before the provider is called.

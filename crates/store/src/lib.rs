@@ -31,6 +31,7 @@ mod database_url;
 pub mod flows;
 pub mod groups;
 pub mod legacy;
+pub mod media;
 pub mod messaging;
 pub mod observe;
 pub mod org_data;
@@ -54,6 +55,7 @@ pub use contacts::{ContactStore, NewContact};
 pub use database_url::DatabaseUrl;
 pub use flows::FlowStore;
 pub use groups::GroupStore;
+pub use media::{MediaUpload, MediaUploadStore};
 pub use messaging::*;
 pub use postgres::PgStore;
 pub use queue::SendQueueStore;
@@ -615,6 +617,7 @@ pub trait Store:
     + CannedReplyStore
     + CampaignStore
     + FlowStore
+    + MediaUploadStore
 {
 }
 
@@ -640,6 +643,7 @@ impl<T> Store for T where
         + CannedReplyStore
         + CampaignStore
         + FlowStore
+        + MediaUploadStore
 {
 }
 

@@ -9,10 +9,12 @@
 //! cargo run --release --bin bench -- --scenario ordering    # per_contact vs unordered
 //! cargo run --release --bin bench -- --scenario tracing     # with and without span export
 //! cargo run --release --bin bench -- --scenario batch       # batch sends through the queue
+//! cargo run --release --bin bench -- --scenario media       # WhatsApp media: MB/s, peak RSS
 //! ```
 
 mod batch;
 mod load;
+mod media;
 mod outage;
 mod receiver;
 mod report;
@@ -66,7 +68,8 @@ pub struct Args {
     pub server_bin: Option<PathBuf>,
     /// standard (rates, latencies, deliveries), recovery (feed pages and a recovery over kept
     /// events), ordering (per_contact against unordered deliveries), tracing (the same loops
-    /// with and without span export) or batch (batch sends through the send queue).
+    /// with and without span export), batch (batch sends through the send queue) or media
+    /// (WhatsApp media sends: MB/s and peak memory).
     #[arg(long, default_value = "standard")]
     pub scenario: String,
     /// recovery: events kept in the database.
@@ -91,6 +94,12 @@ pub struct Args {
     /// ordering: messages per contact.
     #[arg(long, default_value_t = 10)]
     pub events_per_contact: usize,
+    /// media: documents sent at once (each different bytes).
+    #[arg(long, default_value_t = 20)]
+    pub media_docs: usize,
+    /// media: the size of each document, in MiB (WhatsApp's limit is 100).
+    #[arg(long, default_value_t = 50)]
+    pub media_mb: u64,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -129,8 +138,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 "ordering" => serde_json::to_value(outage::ordering(&args, &bin, backend).await?)?,
                 "tracing" => serde_json::to_value(tracing::tracing(&args, &bin, backend).await?)?,
                 "batch" => serde_json::to_value(batch::batch(&args, &bin, backend).await?)?,
+                "media" => serde_json::to_value(media::media(&args, &bin, backend).await?)?,
                 other => anyhow::bail!(
-                    "--scenario: expected standard, recovery, ordering, tracing or batch, got {other}"
+                    "--scenario: expected standard, recovery, ordering, tracing, batch or media, got {other}"
                 ),
             };
             println!(

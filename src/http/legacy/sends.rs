@@ -44,7 +44,7 @@ pub const CHANNELS_PATH: &str = "/api/channels";
         (status = 201, description = "Sent (or replayed with `Idempotency-Replayed: true`). The same body as v1.", body = SendResponse),
         (status = 400, description = "malformed_json, idempotency_key_invalid.", body = ErrorBody),
         (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
-        (status = 422, description = "As on v1: validation_failed, channel_conflict, invalid_channel, no_default_channel, conversation_required, outside_service_window, provider_rejected.", body = ErrorBody),
+        (status = 422, description = "As on v1: validation_failed, channel_conflict, invalid_channel, no_default_channel, conversation_required, outside_service_window, invalid_media, provider_rejected.", body = ErrorBody),
         (status = 503, description = "provider_unavailable or service_unavailable: nothing was sent.", body = ErrorBody),
     )
 )]

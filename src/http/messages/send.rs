@@ -344,7 +344,7 @@ pub async fn send_message(
         (status = 201, description = "Sent (or replayed).", body = SendResponse),
         (status = 400, description = "malformed_json, idempotency_key_missing, idempotency_key_invalid.", body = ErrorBody),
         (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
-        (status = 422, description = "validation_failed, channel errors, conversation_required, outside_service_window, provider_rejected.", body = ErrorBody),
+        (status = 422, description = "validation_failed, channel errors, conversation_required, outside_service_window, invalid_media (whatsapp_cloud media: details.reason too_large, unsupported_type or unreachable; nothing sent or recorded), provider_rejected.", body = ErrorBody),
         (status = 503, description = "provider_unavailable: nothing was sent.", body = ErrorBody),
     )
 )]

@@ -34,7 +34,9 @@ pub enum SendError {
         message: String,
     },
     /// 422 with the refusal's code (`invalid_channel`, `invalid_template`, `consent_required`):
-    /// a catalog template send broke a rule of conversation initiation or campaign sends.
+    /// a catalog template send broke a rule of conversation initiation or campaign sends;
+    /// `invalid_media`: a `whatsapp_cloud` media file could not be fetched or breaks WhatsApp's
+    /// limits (nothing was sent or recorded).
     Refused(Refusal),
     /// 422 `conversation_required`.
     ConversationRequired,
@@ -204,7 +206,8 @@ impl From<OpError> for SendError {
 /// Why a catalog send is refused: a 422 with a stable code and details.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Refusal {
-    /// `invalid_channel`, `invalid_template`, `consent_required` or `validation_failed`.
+    /// `invalid_channel`, `invalid_template`, `consent_required`, `invalid_media` or
+    /// `validation_failed`.
     pub code: &'static str,
     pub message: String,
     pub details: Value,
@@ -262,6 +265,30 @@ impl Refusal {
         }
         Refusal {
             code: "consent_required",
+            message,
+            details,
+        }
+    }
+
+    /// A media file a `whatsapp_cloud` send would upload cannot be sent (`invalid_media`):
+    /// `reason` is `too_large`, `unsupported_type` or `unreachable`; `extra` adds what the
+    /// reason has to say (`limit_bytes`, `sniffed_type`, `accepted_types`).
+    pub(super) fn media(
+        reason: &str,
+        media_type: switchboard_domain::message::MediaType,
+        message: String,
+        extra: Value,
+    ) -> Self {
+        let mut details = json!({
+            "reason": reason,
+            "media_type": media_type,
+            "fields": [FieldError::new("media_url", message.clone())],
+        });
+        if let (Some(d), Value::Object(extra)) = (details.as_object_mut(), extra) {
+            d.extend(extra);
+        }
+        Refusal {
+            code: "invalid_media",
             message,
             details,
         }
@@ -383,6 +410,25 @@ mod tests {
         assert_eq!(e.code(), "invalid_template");
         assert_eq!(e.details(), Some(r.details.clone()));
         assert_eq!(Refusal::of_send_error(&e), Some(r));
+
+        let r = Refusal::media(
+            "too_large",
+            switchboard_domain::message::MediaType::Image,
+            "The file is larger than 5 MB.".into(),
+            json!({ "limit_bytes": 5_242_880 }),
+        );
+        let e = SendError::from(r);
+        assert_eq!(e.code(), "invalid_media");
+        let details = e.details().unwrap();
+        assert_eq!(
+            (
+                &details["reason"],
+                &details["media_type"],
+                &details["limit_bytes"]
+            ),
+            (&json!("too_large"), &json!("image"), &json!(5_242_880))
+        );
+        assert_eq!(details["fields"][0]["field"], "media_url");
 
         let mut errors = ValidationErrors::new();
         errors.add("a", "b");

@@ -5,6 +5,8 @@
 //! * [`catalog`]: catalog template sends (conversation initiation, campaign recipients), whose
 //!   rules are in [`catalog_check`];
 //! * [`flow`]: flow triggers, a flow's action as a plain send;
+//! * `media`: the media pipeline of providers that take uploads (WhatsApp Cloud): fetch,
+//!   check, upload or reuse, send by id;
 //! * [`error`]: [`SendError`], the one error of every send, with its stable code.
 //!
 //! Every send chooses the channel, finds the recipient, checks the provider's and the window's
@@ -17,6 +19,7 @@ pub mod catalog;
 pub mod catalog_check;
 pub mod error;
 pub mod flow;
+mod media;
 pub mod plain;
 mod provider;
 pub mod queued;

@@ -176,17 +176,34 @@ pub async fn send(
     completion: Option<SendCompletion>,
 ) -> Result<RecordedOutbound, SendError> {
     let prepared = prepare(ctx, input).await?;
-    let dispatch = super::provider::paced_call(
+    // Media on a channel whose provider takes uploads: fetched, checked and uploaded (or a
+    // fresh upload reused) before the send; its refusals (`invalid_media`) record nothing.
+    let media = super::media::prepare(
+        ctx,
         prepared.provider.as_ref(),
-        ctx.providers.pacer(),
         &prepared.channel,
-        &prepared.recipient,
         &prepared.input.content,
-        ctx.clock,
-        PACE_BOUND,
-        0,
     )
-    .await;
+    .await?;
+    let dispatch = match media {
+        super::media::Prepared::Ready(content) => {
+            super::provider::paced_call(
+                prepared.provider.as_ref(),
+                ctx.providers.pacer(),
+                &prepared.channel,
+                &prepared.recipient,
+                &content,
+                ctx.clock,
+                PACE_BOUND,
+                0,
+            )
+            .await
+        }
+        super::media::Prepared::UploadRejected(e) => {
+            let steps = super::media::upload_rejected_steps(&e, &prepared.channel, ctx.clock);
+            Dispatch::Called(Err(e), steps)
+        }
+    };
     let (status, provider_message_id, error, steps, rejection, queue) = match dispatch {
         Dispatch::Called(outcome, steps) => {
             let (status, provider_message_id, error) =

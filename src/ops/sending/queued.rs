@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::SendContext;
 use super::provider::{Dispatch, call_or_defer, classify_outcome, on_time, reserve_slot};
+use super::{SendContext, SendError};
 use crate::crypto::SecretBox;
 use crate::ops::channels::provider_for;
 use crate::ops::message_events::sent_effects;
@@ -50,7 +50,8 @@ pub struct SendWorker {
     pub cache: Arc<crate::cache::ConfigCache>,
     /// Messages in flight at once in this instance (and claimed at once).
     pub concurrency: usize,
-    /// The provider's time limit (`SWITCHBOARD_PROVIDER_TIMEOUT`): a lease outlasts a call.
+    /// The longest one message's provider work may take (`SWITCHBOARD_PROVIDER_TIMEOUT`, plus
+    /// a media fetch and upload, `SWITCHBOARD_MEDIA_TIMEOUT` each): a lease outlasts it.
     pub provider_timeout: Duration,
 }
 
@@ -173,6 +174,44 @@ impl SendWorker {
                     Vec::new(),
                 )
                 .await;
+        };
+        // Media on a channel whose provider takes uploads: fetched, checked and uploaded (or a
+        // fresh upload reused) at send time (a batch item was not fetched when it was queued).
+        let content = match super::media::prepare(&ctx, provider.as_ref(), &channel, &content).await
+        {
+            Ok(super::media::Prepared::Ready(content)) => content,
+            Ok(super::media::Prepared::UploadRejected(e)) => {
+                let steps = super::media::upload_rejected_steps(&e, &channel, ctx.clock)
+                    .into_iter()
+                    .filter(|s| s.kind != StepKind::Accepted)
+                    .collect();
+                let error = e.to_json(channel.channel_type);
+                let outcome = Outcome {
+                    status: MessageStatus::Failed,
+                    provider_message_id: None,
+                    error: Some(error),
+                };
+                return self.finish(&c, outcome, steps).await;
+            }
+            Err(SendError::ProviderUnavailable(m)) if c.attempts + 1 < MAX_UNAVAILABLE_ATTEMPTS => {
+                tracing::info!(error = %m, "the provider is unavailable for a media upload; the queued message is tried again later");
+                let backoff =
+                    switchboard_domain::pacing::throttle_backoff(c.attempts, Duration::ZERO);
+                return self.defer(&c, backoff, true).await;
+            }
+            Err(SendError::Store(e)) => return Err(e),
+            Err(e) => {
+                let outcome = Outcome {
+                    status: MessageStatus::Failed,
+                    provider_message_id: None,
+                    error: Some(json!({
+                        "code": e.code(),
+                        "message": e.message(),
+                        "details": e.details(),
+                    })),
+                };
+                return self.finish(&c, outcome, Vec::new()).await;
+            }
         };
         // The provider call joins the trace of the request that queued the message.
         let parent = m

@@ -18,7 +18,10 @@ mod template;
 mod text;
 pub mod timeline;
 
-pub use media::{MediaInput, check_media_url, validate_media};
+pub use media::{
+    MEDIA_UPLOAD_REUSE, MediaInput, MediaIssue, MediaLimit, SNIFF_BYTES, WHATSAPP_AUDIO_TYPES,
+    check_media_url, check_whatsapp_media, sniff_mime, validate_media, whatsapp_media_limit,
+};
 pub use template::{check_language, validate_template, validate_template_components};
 pub use text::{TextInput, validate_text};
 
@@ -195,6 +198,10 @@ pub struct Media {
     pub caption: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file_name: Option<String>,
+    /// The provider's id of an upload of the file (WhatsApp Cloud: set by the media pipeline
+    /// just before the send, which then goes by id instead of by link). Never stored or shown.
+    #[serde(skip)]
+    pub media_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -233,6 +240,7 @@ impl Content {
                 media_url: text("media_url")?,
                 caption: text("caption"),
                 file_name: text("file_name"),
+                media_id: None,
             }),
             MessageType::Template => Content::Template(Template {
                 name: text("name")?,

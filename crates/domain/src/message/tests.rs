@@ -313,6 +313,7 @@ fn stored_content_reads_back() {
             media_url: "https://x.test/a.pdf".into(),
             caption: Some("c".into()),
             file_name: Some("a.pdf".into()),
+            media_id: None,
         }),
         Content::Template(Template {
             name: "order_update".into(),

@@ -15,6 +15,7 @@ mod flows;
 mod groups;
 mod idempotency;
 mod keys;
+mod media;
 mod messages;
 mod org_log;
 mod orgs;

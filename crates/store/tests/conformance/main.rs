@@ -46,6 +46,7 @@ macro_rules! conformance {
 mod support;
 
 mod core;
+mod media;
 mod messaging;
 mod org_data;
 mod org_features;
