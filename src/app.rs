@@ -179,12 +179,15 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         config_cache: config_cache.clone(),
         providers: crate::providers::ProviderHub::new(rt.config.provider_timeout)
             .with_pacer(pacer)
-            .with_media(crate::media::MediaFetcher::new(
-                crate::webhooks::url_safety::Policy {
-                    allow_private: rt.config.webhook_allow_private_targets,
-                },
-                rt.config.media_timeout,
-            )),
+            .with_media(
+                crate::media::MediaFetcher::new(
+                    crate::webhooks::url_safety::Policy {
+                        allow_private: rt.config.webhook_allow_private_targets,
+                    },
+                    rt.config.media_timeout,
+                )
+                .with_memory(rt.config.media_memory_mib),
+            ),
         metrics: crate::telemetry::metrics_handle(),
         webhook_lookup: crate::webhooks::url_safety::system_lookup(),
         recovery_wake: recovery_wake.clone(),

@@ -117,6 +117,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "How long a paced provider send waited for its slot.",
     ),
     (
+        "switchboard_media_memory_wait_seconds",
+        "histogram",
+        "How long a media send waited for its share of SWITCHBOARD_MEDIA_MEMORY.",
+    ),
+    (
         "switchboard_pacing_late_total",
         "counter",
         "Paced sends woken too late for their slot, which asked for a new one.",

@@ -80,6 +80,8 @@ pub struct Config {
     pub provider_timeout: Duration,
     /// Time limit of fetching one media file, and of uploading it to the provider.
     pub media_timeout: Duration,
+    /// MiB that media files in hand may take at once.
+    pub media_memory_mib: u32,
     pub purge_interval: Duration,
     pub database_max_connections: u32,
     pub http_header_timeout: Duration,
@@ -290,6 +292,7 @@ impl Config {
                 Duration::from_millis(10),
                 Duration::from_secs(300),
             )?,
+            media_memory_mib: src.number("media_memory", 100, 1_000_000)?,
             media_timeout: src.duration(
                 "media_timeout",
                 Duration::from_millis(10),

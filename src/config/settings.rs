@@ -135,6 +135,11 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "time limit of one call to a messaging provider",
     },
     Setting {
+        name: "media_memory",
+        default: "256",
+        meaning: "MiB that whatsapp_cloud media files in hand (fetched, not yet uploaded) may take at once; each send holds its media type's limit (a document 100) until its upload is done, others wait",
+    },
+    Setting {
         name: "media_timeout",
         default: "20s",
         meaning: "time limit of fetching one media file for a whatsapp_cloud send, and of uploading it to the provider",

@@ -62,7 +62,14 @@ pub struct MediaFetcher {
     client: reqwest::Client,
     policy: Policy,
     timeout: Duration,
+    /// The memory media files in hand may take, in MiB (`SWITCHBOARD_MEDIA_MEMORY`): a send
+    /// holds its type's limit from its fetch to the end of its upload.
+    budget: Arc<tokio::sync::Semaphore>,
+    budget_mib: u32,
 }
+
+/// The default of `SWITCHBOARD_MEDIA_MEMORY` (MiB).
+pub const DEFAULT_MEDIA_MEMORY_MIB: u32 = 256;
 
 impl MediaFetcher {
     /// A fetcher with these URL rules; `timeout` limits one whole fetch and one upload.
@@ -88,7 +95,39 @@ impl MediaFetcher {
             client,
             policy,
             timeout,
+            budget: Arc::new(tokio::sync::Semaphore::new(
+                DEFAULT_MEDIA_MEMORY_MIB as usize,
+            )),
+            budget_mib: DEFAULT_MEDIA_MEMORY_MIB,
         }
+    }
+
+    /// The same fetcher with `mib` MiB for media files in hand at once.
+    pub fn with_memory(self, mib: u32) -> MediaFetcher {
+        let mib = mib.max(1);
+        MediaFetcher {
+            budget: Arc::new(tokio::sync::Semaphore::new(mib as usize)),
+            budget_mib: mib,
+            ..self
+        }
+    }
+
+    /// Waits until a file of up to `limit` bytes may be held (its share of the memory budget,
+    /// at most the whole budget), and holds it until the permit is dropped.
+    pub async fn reserve(&self, limit: u64) -> tokio::sync::OwnedSemaphorePermit {
+        let mib = limit
+            .div_ceil(1024 * 1024)
+            .clamp(1, u64::from(self.budget_mib)) as u32;
+        let started = std::time::Instant::now();
+        let permit = self
+            .budget
+            .clone()
+            .acquire_many_owned(mib)
+            .await
+            .expect("the media budget is never closed");
+        metrics::histogram!("switchboard_media_memory_wait_seconds")
+            .record(started.elapsed().as_secs_f64());
+        permit
     }
 
     /// The time limit of one fetch (and of the upload that follows it).

@@ -174,6 +174,8 @@ pub async fn media(
         &[
             ("SWITCHBOARD_MEDIA_TIMEOUT", "300s".into()),
             ("SWITCHBOARD_IDEMPOTENCY_LEASE", "900s".into()),
+            // One recipient throughout: the media pipeline is measured, not the pacing.
+            ("SWITCHBOARD_RECIPIENT_INTERVAL", "0s".into()),
         ],
     )
     .await?;

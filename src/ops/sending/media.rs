@@ -5,7 +5,8 @@
 //! media id. Every refusal (`invalid_media`) comes before any send: nothing is recorded.
 //!
 //! Memory: the file is read into one buffer (never past the type's limit), hashed as it
-//! arrives, and that same buffer is moved into the upload request.
+//! arrives, and that same buffer is moved into the upload request; files in hand at once stay
+//! within `SWITCHBOARD_MEDIA_MEMORY` (each holds its type's limit until its upload is done).
 
 use serde_json::json;
 
@@ -45,6 +46,8 @@ pub(super) async fn prepare(
         _ => return Ok(Prepared::Ready(content.clone())),
     };
     let limit = whatsapp_media_limit(media.media_type);
+    // The file's share of the media memory budget, held until its upload is done.
+    let _memory = ctx.providers.media().reserve(limit.max_bytes).await;
     let started = std::time::Instant::now();
     let fetched = ctx
         .providers
