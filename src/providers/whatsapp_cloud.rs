@@ -107,6 +107,17 @@ impl WhatsappCloud {
         WhatsappCloud { http, config }
     }
 
+    /// The phone number id and access token every send and upload needs.
+    fn sender(&self) -> Result<(&str, &str), ProviderError> {
+        match (&self.config.phone_number_id, &self.config.access_token) {
+            (Some(id), Some(token)) => Ok((id, token)),
+            _ => Err(ProviderError::NotConfigured(
+                "The channel's provider configuration lacks phone_number_id or access_token."
+                    .into(),
+            )),
+        }
+    }
+
     fn messages_url(&self, phone_number_id: &str) -> Result<url::Url, ProviderError> {
         self.graph_url(&[phone_number_id, "messages"])
     }
@@ -345,14 +356,7 @@ impl Provider for WhatsappCloud {
     }
 
     async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError> {
-        let (Some(phone_number_id), Some(token)) =
-            (&self.config.phone_number_id, &self.config.access_token)
-        else {
-            return Err(ProviderError::NotConfigured(
-                "The channel's provider configuration lacks phone_number_id or access_token."
-                    .into(),
-            ));
-        };
+        let (phone_number_id, token) = self.sender()?;
         let phone = to
             .phone
             .as_ref()
@@ -381,14 +385,7 @@ impl Provider for WhatsappCloud {
     /// `POST /{phone_number_id}/media`, multipart: `messaging_product=whatsapp`, `type=<mime>`,
     /// `file=<bytes>` (the buffer is handed to the request without a copy).
     async fn upload_media(&self, file: super::MediaFile) -> Result<String, ProviderError> {
-        let (Some(phone_number_id), Some(token)) =
-            (&self.config.phone_number_id, &self.config.access_token)
-        else {
-            return Err(ProviderError::NotConfigured(
-                "The channel's provider configuration lacks phone_number_id or access_token."
-                    .into(),
-            ));
-        };
+        let (phone_number_id, token) = self.sender()?;
         let url = self.graph_url(&[phone_number_id, "media"])?;
         let part = reqwest::multipart::Part::bytes(file.bytes)
             .file_name(file.file_name)

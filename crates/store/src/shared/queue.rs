@@ -79,6 +79,15 @@ async fn batch_record(conn: &mut Conn, row: BatchRow) -> StoreResult<BatchRecord
     })
 }
 
+/// A one-row update under a lease: done, or the lease was lost.
+fn lease_held(rows: u64) -> LeaseResult<()> {
+    if rows == 1 {
+        LeaseResult::Done(())
+    } else {
+        LeaseResult::Lost
+    }
+}
+
 const SELECT_BATCH: &str =
     "SELECT id, uuid, org_id, total, created_at, completed_at FROM message_batches";
 
@@ -219,11 +228,7 @@ impl SendQueueStore for Backend {
         .bind(token)
         .execute(self.writer())
         .await?;
-        Ok(if done.rows_affected() == 1 {
-            LeaseResult::Done(())
-        } else {
-            LeaseResult::Lost
-        })
+        Ok(lease_held(done.rows_affected()))
     }
 
     async fn mark_in_flight(
@@ -240,11 +245,7 @@ impl SendQueueStore for Backend {
         .bind(token)
         .execute(self.writer())
         .await?;
-        Ok(if done.rows_affected() == 1 {
-            LeaseResult::Done(())
-        } else {
-            LeaseResult::Lost
-        })
+        Ok(lease_held(done.rows_affected()))
     }
 
     async fn finish_queued(
