@@ -17,6 +17,7 @@ both_backends!(
     a_batch_survives_kill_9_and_sends_each_item_at_most_once,
     throttled_sends_are_retried_later_and_131049_fails,
     a_recipient_gets_one_message_per_interval,
+    two_instances_share_one_pace_through_redis,
 );
 
 const BATCH: &str = "/api/v1/integrations/messages/batch";
@@ -521,4 +522,55 @@ async fn a_recipient_gets_one_message_per_interval(backend: Backend) {
     .expect(201);
     assert_eq!(s1.body["message"]["status"], "sent");
     assert_eq!(s2.body["message"]["status"], "sent");
+}
+
+async fn two_instances_share_one_pace_through_redis(backend: Backend) {
+    let Some(redis) = crate::support::redis_url() else {
+        eprintln!("SWITCHBOARD_TEST_REDIS_URL is not set; skipping");
+        return;
+    };
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let graph = Fake::graph(WA_TOKEN).await;
+    // The provider allows 10 sends a second from the number; so does the channel.
+    graph.set_limits(Some(10), None);
+    let channel = whatsapp_channel(&env, seed.org_id, &graph, 10).await;
+    let settings = [
+        ("SWITCHBOARD_REDIS_URL", redis.as_str()),
+        ("SWITCHBOARD_RATE_LIMIT_READS", "100000"),
+    ];
+    let a = env.start(&settings).await;
+    let b = env.start(&settings).await;
+    // Two batches at once, one through each instance: both send workers send from the one
+    // channel, and their one pace (in Redis) keeps the channel at 10/s.
+    let batch = |from: usize| {
+        let items: Vec<Value> = (from..from + 30)
+            .map(|n| template_item(channel, &phone(n), n))
+            .collect();
+        json!({ "messages": items })
+    };
+    let (first, second) = (batch(0), batch(30));
+    let started = Instant::now();
+    let (ra, rb) = tokio::join!(
+        post(&a, &seed.key, BATCH, &first),
+        post(&b, &seed.key, BATCH, &second)
+    );
+    let ids = [
+        ra.expect(202).body["batch_id"].as_str().unwrap().to_owned(),
+        rb.expect(202).body["batch_id"].as_str().unwrap().to_owned(),
+    ];
+    for id in &ids {
+        let done = wait_for_batch(&a, &seed.key, id, Duration::from_secs(60)).await;
+        assert_eq!(done["counts"], json!({"sent": 30}), "{done}");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    assert_eq!(graph.accepted(), 60);
+    let throttled = graph.throttled();
+    // As in the single-instance test, a send the fake sees in the wrong second is retried;
+    // two paces of 10/s each would have been throttled by the dozen.
+    assert!(throttled <= 2, "the provider throttled {throttled} sends");
+    assert!(secs >= 5.5, "60 sends at 10/s took {secs:.1} s");
+    eprintln!(
+        "two instances, one pace ({backend:?}): 60 sends in {secs:.1} s, {throttled} throttled"
+    );
 }
