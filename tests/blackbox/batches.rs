@@ -18,6 +18,7 @@ both_backends!(
     throttled_sends_are_retried_later_and_131049_fails,
     a_recipient_gets_one_message_per_interval,
     two_instances_share_one_pace_through_redis,
+    batch_items_have_their_own_budget,
 );
 
 const BATCH: &str = "/api/v1/integrations/messages/batch";
@@ -573,4 +574,39 @@ async fn two_instances_share_one_pace_through_redis(backend: Backend) {
     eprintln!(
         "two instances, one pace ({backend:?}): 60 sends in {secs:.1} s, {throttled} throttled"
     );
+}
+
+async fn batch_items_have_their_own_budget(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env
+        .start(&[("SWITCHBOARD_RATE_LIMIT_BATCH_ITEMS", "5")])
+        .await;
+    let three = |from: usize| {
+        let items: Vec<Value> = (from..from + 3)
+            .map(|i| json!({"phone": phone(i), "message": "hi"}))
+            .collect();
+        json!({ "messages": items })
+    };
+    post(&server, &seed.key, BATCH, &three(0)).await.expect(202);
+    // Three more would make six items within the minute: refused as a whole, nothing queued,
+    // and the key is not spent.
+    let key = ikey();
+    let r = server
+        .post_with(BATCH, &seed.key, &three(3), &[("Idempotency-Key", &key)])
+        .await
+        .expect_error(429, "rate_limited");
+    assert_eq!(r.body["error"]["details"]["policy"], "batch_items");
+    assert!(r.header("retry-after").is_some());
+    // A batch is one request against the sends budget: a single send still goes.
+    post(
+        &server,
+        &seed.key,
+        TEXT,
+        &json!({"phone": phone(9), "message": "single"}),
+    )
+    .await
+    .expect(201);
+    let messages = all_messages(&server, &seed.key).await;
+    assert_eq!(messages.len(), 4, "three batch items and one single send");
 }
