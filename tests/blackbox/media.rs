@@ -290,9 +290,10 @@ async fn whatsapp_media_refusals_come_before_any_send(backend: Backend) {
         l.local_addr().unwrap().port()
     };
     let wa = whatsapp_channel(&env, seed.org_id, &graph, "wa", "1098765").await;
-    // A short media time limit: the file server that never answers is cut off by it.
+    // A short media time limit: the file server that never answers is cut off by it (long
+    // enough that streaming the endless image up to its cap fits in it on a loaded machine).
     let server = env
-        .start(&[ALLOW_PRIVATE, ("SWITCHBOARD_MEDIA_TIMEOUT", "2s")])
+        .start(&[ALLOW_PRIVATE, ("SWITCHBOARD_MEDIA_TIMEOUT", "6s")])
         .await;
     contact_writes(&server, &wa, "1098765").await;
     let body = |media_type: &str, url: String| json!({"channel_slug": "wa", "phone": PHONE, "media_type": media_type, "media_url": url});
@@ -325,7 +326,12 @@ async fn whatsapp_media_refusals_come_before_any_send(backend: Backend) {
     }
     // What the refusals say.
     let r = send(&server, &seed.key, &cases[0].0).await;
-    assert_eq!(r.body["error"]["details"]["limit_bytes"], 5 * 1024 * 1024);
+    assert_eq!(
+        r.body["error"]["details"]["limit_bytes"],
+        5 * 1024 * 1024,
+        "{}",
+        r.text
+    );
     let r = send(&server, &seed.key, &cases[1].0).await;
     assert_eq!(r.body["error"]["details"]["limit_bytes"], 500 * 1024);
     let r = send(&server, &seed.key, &cases[2].0).await;
