@@ -7,7 +7,7 @@
 
 use uuid::Uuid;
 
-use super::plain::{PreparedSend, SendInput, prepare};
+use super::plain::{Adapters, PreparedSend, SendInput, prepare_with};
 use super::{SendContext, SendError};
 use crate::ops::message_events::recorded_effects;
 use switchboard_domain::message::MessageStatus;
@@ -27,8 +27,9 @@ pub async fn check_batch(
 ) -> Result<Vec<PreparedSend>, Vec<(usize, SendError)>> {
     let mut ready = Vec::with_capacity(items.len());
     let mut errors = Vec::new();
+    let mut adapters = Adapters::new();
     for (index, input) in items {
-        match prepare(ctx, input).await {
+        match prepare_with(ctx, input, &mut adapters).await {
             Ok(p) => ready.push(p),
             Err(e) => errors.push((index, e)),
         }

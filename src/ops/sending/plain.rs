@@ -2,6 +2,9 @@
 //! chosen by the usual rules (`POST /messages`, `/messages/media`, `/messages/template`
 //! without catalog fields, the legacy `/api/send*` routes and flow triggers).
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use uuid::Uuid;
 
 use crate::providers::{Provider, ProviderError};
@@ -49,7 +52,7 @@ pub struct SendCompletion {
 /// A send whose every rule passed: what the provider call and the record need.
 pub struct PreparedSend {
     pub channel: Channel,
-    pub provider: Box<dyn Provider>,
+    pub provider: Arc<dyn Provider>,
     /// The organization's contact, when the recipient already is one.
     pub existing: Option<Contact>,
     /// The recipient as the provider sees it (a contact to be created on record when new).
@@ -77,9 +80,22 @@ impl PreparedSend {
     }
 }
 
+/// Adapters already built, by channel id (a batch builds each channel's once: its provider
+/// settings are read and decrypted once, not per item).
+pub type Adapters = HashMap<i64, Arc<dyn Provider>>;
+
 /// Checks every rule of a send before anything is written or sent: the channel (selection, the
 /// provider's support and content rules), the recipient, the customer-service window.
 pub async fn prepare(ctx: &SendContext<'_>, input: SendInput) -> Result<PreparedSend, SendError> {
+    prepare_with(ctx, input, &mut Adapters::new()).await
+}
+
+/// [`prepare`], reusing (and adding to) `adapters`.
+pub async fn prepare_with(
+    ctx: &SendContext<'_>,
+    input: SendInput,
+    adapters: &mut Adapters,
+) -> Result<PreparedSend, SendError> {
     let channels = ctx.channels(input.org_id).await?;
     let channel = select_channel(
         &channels,
@@ -91,7 +107,15 @@ pub async fn prepare(ctx: &SendContext<'_>, input: SendInput) -> Result<Prepared
     )
     .map_err(SendError::Channel)?
     .clone();
-    let provider = provider_for(ctx.store, ctx.secrets, ctx.providers, &channel).await?;
+    let provider = match adapters.get(&channel.id) {
+        Some(p) => p.clone(),
+        None => {
+            let p: Arc<dyn Provider> =
+                Arc::from(provider_for(ctx.store, ctx.secrets, ctx.providers, &channel).await?);
+            adapters.insert(channel.id, p.clone());
+            p
+        }
+    };
     let message_type = input.content.message_type();
     if !provider.supports(message_type) {
         return Err(SendError::ChannelUnusable {
