@@ -333,6 +333,21 @@ pub fn read_upload_answer(status: u16, body: &[u8]) -> Result<String, ProviderEr
     }
 }
 
+/// Makes a Graph API call (with the current `traceparent`): its HTTP status and answer, read up
+/// to [`super::MAX_ANSWER_BYTES`]; a call that got no answer is `Unavailable`.
+async fn graph_call(request: reqwest::RequestBuilder) -> Result<(u16, Vec<u8>), ProviderError> {
+    let resp = request
+        .headers(super::trace_headers())
+        .send()
+        .await
+        .map_err(|e| ProviderError::Unavailable(describe_reqwest(e)))?;
+    let status = resp.status().as_u16();
+    let body = read_answer(resp)
+        .await
+        .map_err(ProviderError::Unavailable)?;
+    Ok((status, body))
+}
+
 #[async_trait]
 impl Provider for WhatsappCloud {
     fn channel_type(&self) -> ChannelType {
@@ -362,19 +377,13 @@ impl Provider for WhatsappCloud {
             .as_ref()
             .ok_or_else(|| ProviderError::Unsupported("The contact has no phone number.".into()))?;
         let url = self.messages_url(phone_number_id)?;
-        let resp = self
-            .http
-            .post(url)
-            .bearer_auth(token)
-            .json(&payload(phone.digits(), content))
-            .headers(super::trace_headers())
-            .send()
-            .await
-            .map_err(|e| ProviderError::Unavailable(describe_reqwest(e)))?;
-        let status = resp.status().as_u16();
-        let body = read_answer(resp)
-            .await
-            .map_err(ProviderError::Unavailable)?;
+        let (status, body) = graph_call(
+            self.http
+                .post(url)
+                .bearer_auth(token)
+                .json(&payload(phone.digits(), content)),
+        )
+        .await?;
         read_send_answer(status, &body)
     }
 
@@ -395,20 +404,14 @@ impl Provider for WhatsappCloud {
             .text("messaging_product", "whatsapp")
             .text("type", file.mime)
             .part("file", part);
-        let resp = self
-            .http
-            .post(url)
-            .bearer_auth(token)
-            .multipart(form)
-            .timeout(file.timeout)
-            .headers(super::trace_headers())
-            .send()
-            .await
-            .map_err(|e| ProviderError::Unavailable(describe_reqwest(e)))?;
-        let status = resp.status().as_u16();
-        let body = read_answer(resp)
-            .await
-            .map_err(ProviderError::Unavailable)?;
+        let (status, body) = graph_call(
+            self.http
+                .post(url)
+                .bearer_auth(token)
+                .multipart(form)
+                .timeout(file.timeout),
+        )
+        .await?;
         read_upload_answer(status, &body)
     }
 
@@ -428,18 +431,7 @@ impl Provider for WhatsappCloud {
             if let Some(a) = &after {
                 url.query_pairs_mut().append_pair("after", a);
             }
-            let resp = self
-                .http
-                .get(url)
-                .bearer_auth(token)
-                .headers(super::trace_headers())
-                .send()
-                .await
-                .map_err(|e| ProviderError::Unavailable(describe_reqwest(e)))?;
-            let status = resp.status().as_u16();
-            let body = read_answer(resp)
-                .await
-                .map_err(ProviderError::Unavailable)?;
+            let (status, body) = graph_call(self.http.get(url).bearer_auth(token)).await?;
             if status != 200 {
                 // The Graph API's error shape is the same as a send's.
                 read_send_answer(status, &body)?;

@@ -26,7 +26,9 @@ use super::{Refusal, SendContext, SendError};
 
 /// What the pipeline made of a send's content.
 pub(super) enum Prepared {
-    /// The content to send (a media send by the id of an upload when the provider takes them).
+    /// The content as given: nothing to fetch or upload (no copy on the common path).
+    AsIs,
+    /// The content to send instead: a media send by the id of an upload.
     Ready(Content),
     /// The provider refused the upload: the send fails as a provider rejection (recorded).
     UploadRejected(ProviderError),
@@ -43,7 +45,7 @@ pub(super) async fn prepare(
 ) -> Result<Prepared, SendError> {
     let media = match content {
         Content::Media(m) if provider.uploads_media() => m,
-        _ => return Ok(Prepared::Ready(content.clone())),
+        _ => return Ok(Prepared::AsIs),
     };
     let limit = whatsapp_media_limit(media.media_type);
     // The file's share of the media memory budget, held until its upload is done.

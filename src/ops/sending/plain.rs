@@ -210,22 +210,26 @@ pub async fn send(
     )
     .await?;
     let dispatch = match media {
-        super::media::Prepared::Ready(content) => {
+        super::media::Prepared::UploadRejected(e) => {
+            let steps = super::media::upload_rejected_steps(&e, &prepared.channel, ctx.clock);
+            Dispatch::Called(Err(e), steps)
+        }
+        ready => {
+            let by_id = match ready {
+                super::media::Prepared::Ready(c) => Some(c),
+                _ => None,
+            };
             super::provider::paced_call(
                 prepared.provider.as_ref(),
                 ctx.providers.pacer(),
                 &prepared.channel,
                 &prepared.recipient,
-                &content,
+                by_id.as_ref().unwrap_or(&prepared.input.content),
                 ctx.clock,
                 PACE_BOUND,
                 0,
             )
             .await
-        }
-        super::media::Prepared::UploadRejected(e) => {
-            let steps = super::media::upload_rejected_steps(&e, &prepared.channel, ctx.clock);
-            Dispatch::Called(Err(e), steps)
         }
     };
     let (status, provider_message_id, error, steps, rejection, queue) = match dispatch {

@@ -179,6 +179,7 @@ impl SendWorker {
         // fresh upload reused) at send time (a batch item was not fetched when it was queued).
         let content = match super::media::prepare(&ctx, provider.as_ref(), &channel, &content).await
         {
+            Ok(super::media::Prepared::AsIs) => content,
             Ok(super::media::Prepared::Ready(content)) => content,
             Ok(super::media::Prepared::UploadRejected(e)) => {
                 let steps = super::media::upload_rejected_steps(&e, &channel, ctx.clock)
