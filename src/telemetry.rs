@@ -157,6 +157,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Items of accepted batch sends.",
     ),
     (
+        "switchboard_send_group_commits_total",
+        "counter",
+        "Transactions of the sends' group commit (records per transaction: records_total / commits_total).",
+    ),
+    (
+        "switchboard_send_group_records_total",
+        "counter",
+        "Sends' records written by the group commit.",
+    ),
+    (
         "switchboard_provider_send_duration_seconds",
         "histogram",
         "Provider call latency by channel type.",

@@ -182,22 +182,45 @@ impl switchboard_store::observe::StoreObserver for StoreObserver {
     }
 
     fn transaction(&self, started: SystemTime, ended: SystemTime, committed: bool) {
-        if export::tracer().is_none() {
-            return;
+        if let Some(parent) = current() {
+            transaction_span(parent, started, ended, committed);
         }
-        let Some(parent) = current() else { return };
-        let mut span = Span::start_at(
-            "store.transaction",
-            Kind::Internal,
-            Some(parent),
-            &[],
-            Some(started),
-        );
-        if !committed {
-            span.fail("the transaction did not commit".into());
-        }
-        span.end_at(ended);
     }
+
+    fn transaction_in(
+        &self,
+        traceparent: &str,
+        started: SystemTime,
+        ended: SystemTime,
+        committed: bool,
+    ) {
+        if let Some(parent) = TraceContext::parse(traceparent) {
+            transaction_span(parent, started, ended, committed);
+        }
+    }
+
+    fn group_committed(&self, records: usize) {
+        metrics::counter!("switchboard_send_group_commits_total").increment(1);
+        metrics::counter!("switchboard_send_group_records_total").increment(records as u64);
+    }
+}
+
+/// A `store.transaction` span, recorded after the fact (when spans are exported).
+fn transaction_span(parent: TraceContext, started: SystemTime, ended: SystemTime, committed: bool) {
+    if export::tracer().is_none() {
+        return;
+    }
+    let mut span = Span::start_at(
+        "store.transaction",
+        Kind::Internal,
+        Some(parent),
+        &[],
+        Some(started),
+    );
+    if !committed {
+        span.fail("the transaction did not commit".into());
+    }
+    span.end_at(ended);
 }
 
 /// Lets the store read the current trace (once per process).

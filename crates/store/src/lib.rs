@@ -482,6 +482,26 @@ pub trait MessageStore: Send + Sync {
         completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
         effects: EffectsFn<'_, RecordedOutbound>,
     ) -> StoreResult<RecordedOutbound>;
+    /// [`MessageStore::record_outbound`] by group commit: records sent at the same time are
+    /// written together, several in one transaction and one commit, each answered once its
+    /// transaction committed. A record that fails fails alone (its group is rolled back and
+    /// written again one record per transaction). Without a group committer, one transaction.
+    async fn record_outbound_grouped(
+        &self,
+        record: GroupedOutbound,
+    ) -> StoreResult<RecordedOutbound> {
+        let GroupedOutbound {
+            new,
+            completion,
+            effects,
+        } = record;
+        let completion = completion.map(|(token, respond)| IdempotencyCompletion {
+            token,
+            respond: Box::new(move |r: &RecordedOutbound| respond(r)),
+        });
+        self.record_outbound(new, completion, Box::new(move |r| effects(r)))
+            .await
+    }
     /// Records what a provider reported for one channel (inbound messages, de-duplicated on the
     /// provider id; status updates, forward only) in one transaction.
     async fn record_provider_batch(

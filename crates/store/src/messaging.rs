@@ -1,5 +1,6 @@
 //! Records of the messaging aggregate (conversations, messages) and of idempotency.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -269,6 +270,22 @@ pub enum IdempotencyState {
     InProgress {
         fingerprint: Vec<u8>,
     },
+}
+
+/// The response stored with a grouped record's idempotency claim, built from the record.
+pub type GroupResponder = Arc<dyn Fn(&RecordedOutbound) -> StoredResponse + Send + Sync>;
+/// The effects of a grouped record.
+pub type GroupEffects = Arc<dyn Fn(&RecordedOutbound) -> Effects + Send + Sync>;
+
+/// An outbound message to record by group commit (`MessageStore::record_outbound_grouped`).
+/// Its functions may be called more than once: a group that fails is rolled back and its
+/// records written again one by one.
+#[derive(Clone)]
+pub struct GroupedOutbound {
+    pub new: NewOutbound,
+    /// The idempotency claim to complete with the record, and its stored response.
+    pub completion: Option<(ClaimToken, GroupResponder)>,
+    pub effects: GroupEffects,
 }
 
 /// Completes a claim inside the transaction that writes the result.

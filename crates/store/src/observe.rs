@@ -5,6 +5,7 @@
 //! The service installs one [`StoreObserver`] at start-up; without one (the store's own tests,
 //! the admin tools) events carry no trace and nothing is reported.
 
+use std::future::Future;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
@@ -14,6 +15,18 @@ pub trait StoreObserver: Send + Sync {
     fn current_trace(&self) -> Option<String>;
     /// A write transaction ended (`committed` false: it failed while committing its effects).
     fn transaction(&self, started: SystemTime, ended: SystemTime, committed: bool);
+    /// The same, for a transaction written on behalf of the work whose `traceparent` is given
+    /// (a group commit writes several requests' records in one transaction, on a task of its
+    /// own).
+    fn transaction_in(
+        &self,
+        traceparent: &str,
+        started: SystemTime,
+        ended: SystemTime,
+        committed: bool,
+    );
+    /// A group commit wrote `records` sends' records in one transaction.
+    fn group_committed(&self, _records: usize) {}
 }
 
 static OBSERVER: OnceLock<Box<dyn StoreObserver>> = OnceLock::new();
@@ -23,8 +36,33 @@ pub fn install(observer: Box<dyn StoreObserver>) -> bool {
     OBSERVER.set(observer).is_ok()
 }
 
+tokio::task_local! {
+    /// The trace of the work a task writes for (a group committer writes other tasks' records).
+    static ON_BEHALF: Option<String>;
+}
+
+/// Runs `f` with `trace` as the current trace as far as the store is concerned.
+pub(crate) async fn on_behalf_of<F: Future>(trace: Option<String>, f: F) -> F::Output {
+    ON_BEHALF.scope(trace, f).await
+}
+
 pub(crate) fn current_trace() -> Option<String> {
-    OBSERVER.get().and_then(|o| o.current_trace())
+    match ON_BEHALF.try_with(Clone::clone) {
+        Ok(trace) => trace,
+        Err(_) => OBSERVER.get().and_then(|o| o.current_trace()),
+    }
+}
+
+pub(crate) fn group(records: usize) {
+    if let Some(o) = OBSERVER.get() {
+        o.group_committed(records);
+    }
+}
+
+pub(crate) fn transaction_in(traceparent: &str, started: SystemTime, committed: bool) {
+    if let Some(o) = OBSERVER.get() {
+        o.transaction_in(traceparent, started, SystemTime::now(), committed);
+    }
 }
 
 pub(crate) fn transaction(started: SystemTime, committed: bool) {

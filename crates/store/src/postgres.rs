@@ -16,6 +16,8 @@ pub(super) type Backend = PgStore;
 pub struct PgStore {
     pool: Pool<Postgres>,
     pub(super) hooks: super::Hooks,
+    /// The group committers of sends' records (`shared::group_commit`).
+    pub(super) group: shared::GroupSlot,
 }
 
 impl PgStore {
@@ -35,6 +37,7 @@ impl PgStore {
         Ok(PgStore {
             pool,
             hooks: Default::default(),
+            group: Default::default(),
         })
     }
 
@@ -115,6 +118,9 @@ impl PgStore {
 
 /// Statements whose text differs between the backends.
 pub(super) mod dialect {
+    /// Group committers of sends' records: several, so that one group is written while another commits.
+    pub const GROUP_COMMITTERS: usize = 4;
+
     /// Serializes changes to one organization's rows (slug derivation, default channel).
     pub const LOCK_ORG: &str = "SELECT id FROM organizations WHERE id = $1 FOR UPDATE";
 

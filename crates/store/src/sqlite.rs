@@ -25,6 +25,8 @@ pub struct SqliteStore {
     writer: Pool<Sqlite>,
     reader: Pool<Sqlite>,
     pub(super) hooks: super::Hooks,
+    /// The group committers of sends' records (`shared::group_commit`).
+    pub(super) group: shared::GroupSlot,
 }
 
 impl SqliteStore {
@@ -58,6 +60,7 @@ impl SqliteStore {
             writer,
             reader,
             hooks: Default::default(),
+            group: Default::default(),
         })
     }
 
@@ -97,6 +100,9 @@ impl SqliteStore {
 
 /// Statements whose text differs between the backends.
 pub(super) mod dialect {
+    /// Group committers of sends' records: one writer connection serializes every write, so one committer.
+    pub const GROUP_COMMITTERS: usize = 1;
+
     /// Serializes changes to one organization's rows (SQLite: writers are serialized anyway).
     pub const LOCK_ORG: &str = "SELECT id FROM organizations WHERE id = $1";
 

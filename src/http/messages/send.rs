@@ -194,7 +194,7 @@ where
 pub(crate) fn plain_completion(token: Option<ClaimToken>) -> Option<SendCompletion> {
     token.map(|token| SendCompletion {
         token,
-        respond: Box::new(stored_response),
+        respond: std::sync::Arc::new(stored_response),
     })
 }
 

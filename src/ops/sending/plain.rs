@@ -15,7 +15,7 @@ use switchboard_domain::message::{Content, MessageStatus, MessageType};
 use switchboard_domain::phone::Phone;
 use switchboard_store::queue::QueueEntry;
 use switchboard_store::{
-    ClaimToken, ConversationPolicy, IdempotencyCompletion, NewOutbound, RecipientRef,
+    ClaimToken, ConversationPolicy, GroupResponder, GroupedOutbound, NewOutbound, RecipientRef,
     RecordedOutbound, StoreError, StoredResponse,
 };
 
@@ -41,7 +41,7 @@ pub struct SendInput {
 /// Builds the stored (and live) response of a recorded send: the 201 body, or the 422 of a
 /// provider rejection.
 pub type Responder =
-    Box<dyn FnOnce(&RecordedOutbound, Option<&ProviderError>) -> StoredResponse + Send>;
+    Arc<dyn Fn(&RecordedOutbound, Option<&ProviderError>) -> StoredResponse + Send + Sync>;
 
 /// Completes an idempotency claim in the transaction of the send.
 pub struct SendCompletion {
@@ -276,19 +276,20 @@ pub async fn send(
         queue,
     };
     let rejection_for_response = rejection.clone();
-    let completion = completion.map(|c| IdempotencyCompletion {
-        token: c.token,
-        respond: Box::new(move |r: &RecordedOutbound| {
-            (c.respond)(r, rejection_for_response.as_ref())
-        }) as Box<dyn FnOnce(&RecordedOutbound) -> StoredResponse + Send>,
-    });
+    // Written by group commit: with the records of concurrent sends, in one transaction.
     let recorded = ctx
         .store
-        .record_outbound(
+        .record_outbound_grouped(GroupedOutbound {
             new,
-            completion,
-            Box::new(|r| recorded_effects(r, "message.sent")),
-        )
+            completion: completion.map(|c| {
+                let respond = c.respond;
+                let responder: GroupResponder = Arc::new(move |r: &RecordedOutbound| {
+                    respond(r, rejection_for_response.as_ref())
+                });
+                (c.token, responder)
+            }),
+            effects: Arc::new(|r| recorded_effects(r, "message.sent")),
+        })
         .await
         .map_err(|e| match e {
             StoreError::ClaimLost => SendError::LostClaim,

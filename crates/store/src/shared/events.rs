@@ -13,8 +13,8 @@ use switchboard_domain::event::{Actor, Effects, EventCategory, NewEvent, OrgEven
 pub(super) struct Written {
     /// Outbox events were written.
     pub events: bool,
-    /// How many webhook deliveries the events fanned out into.
-    pub deliveries: usize,
+    /// The events fanned out into webhook deliveries.
+    pub deliveries: bool,
 }
 
 /// Writes outbox events and organization log entries inside the caller's transaction (see
@@ -23,6 +23,7 @@ pub(super) struct Written {
 pub(super) async fn write_effects_tx(
     conn: &mut <Db as sqlx::Database>::Connection,
     effects: &Effects,
+    fan: &mut super::webhooks::FanOut,
 ) -> StoreResult<Written> {
     let audit: Vec<NewEvent> = effects
         .log
@@ -59,13 +60,13 @@ pub(super) async fn write_effects_tx(
         .await?;
     }
     // Each event fans out into webhook deliveries in this same transaction.
-    let mut fan = super::webhooks::FanOut::default();
+    let before = fan.deliveries();
     for e in effects.outbox.iter().chain(&audit) {
-        super::webhooks::insert_event(&mut *conn, e, &mut fan).await?;
+        super::webhooks::insert_event(&mut *conn, e, fan).await?;
     }
     Ok(Written {
         events: !effects.outbox.is_empty() || !audit.is_empty(),
-        deliveries: fan.deliveries(),
+        deliveries: fan.deliveries() > before,
     })
 }
 

@@ -96,7 +96,19 @@ impl IdempotencyStore for Backend {
             },
             taken_over: false,
         };
-        if let Some(record_id) = insert().fetch_optional(self.writer()).await? {
+        // With the claims of concurrent requests, by one multi-row statement.
+        let new = super::group_commit::NewClaim {
+            api_key_id: c.api_key_id,
+            key: c.key.clone(),
+            method: c.method.clone(),
+            path: c.path.clone(),
+            fingerprint: c.fingerprint.clone(),
+            owner: c.owner,
+            locked_until,
+            now: c.now,
+            expires_at,
+        };
+        if let Some(record_id) = self.claim_new_grouped(new).await? {
             return Ok(claimed(record_id));
         }
         // The key exists (or existed a moment ago): decide under a transaction.

@@ -390,6 +390,13 @@ impl MessageStore for Backend {
             .await
     }
 
+    async fn record_outbound_grouped(
+        &self,
+        record: crate::GroupedOutbound,
+    ) -> StoreResult<RecordedOutbound> {
+        self.record_grouped(record).await
+    }
+
     async fn record_provider_batch(
         &self,
         mut batch: ProviderBatch,

@@ -12,6 +12,7 @@ mod contacts;
 mod conversations;
 mod events;
 mod flows;
+mod group_commit;
 mod groups;
 mod idempotency;
 mod keys;
@@ -29,6 +30,7 @@ mod write;
 #[allow(unused_imports)]
 pub(super) use super::{Backend, Db, dialect};
 
+pub(crate) use group_commit::GroupSlot;
 pub(crate) use system::bump_config_generation;
 
 /// A connection of this backend (inside a transaction: `&mut tx` coerces to it).

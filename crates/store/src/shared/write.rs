@@ -26,6 +26,9 @@ pub(super) struct WriteTx<'s> {
     deliveries: bool,
     /// When the transaction began (for its span).
     started: std::time::SystemTime,
+    /// The fan-out's state kept across `write_effects` calls (a group commit: the
+    /// organizations' endpoints are read once per group, not once per record).
+    shared_fan: Option<super::webhooks::FanOut>,
 }
 
 impl Backend {
@@ -37,6 +40,7 @@ impl Backend {
             events: false,
             deliveries: false,
             started: std::time::SystemTime::now(),
+            shared_fan: None,
         })
     }
 
@@ -63,10 +67,18 @@ impl WriteTx<'_> {
     /// Writes effects now, inside the transaction (for changes that write several, each after
     /// its own part of the change; the last ones go to [`WriteTx::commit`]).
     pub(super) async fn write_effects(&mut self, effects: &Effects) -> StoreResult<()> {
-        let written = super::events::write_effects_tx(&mut self.tx, effects).await?;
+        let mut own = super::webhooks::FanOut::default();
+        let fan = self.shared_fan.as_mut().unwrap_or(&mut own);
+        let written = super::events::write_effects_tx(&mut self.tx, effects, fan).await?;
         self.events |= written.events;
-        self.deliveries |= written.deliveries > 0;
+        self.deliveries |= written.deliveries;
         Ok(())
+    }
+
+    /// Keeps the fan-out's endpoint lists for the rest of the transaction, for changes that
+    /// cannot change endpoints (the records of a group commit).
+    pub(super) fn share_fan_out(&mut self) {
+        self.shared_fan = Some(Default::default());
     }
 
     /// Records that this transaction scheduled deliveries by other means than effects (a test
@@ -80,6 +92,20 @@ impl WriteTx<'_> {
         let started = self.started;
         let result = self.commit_inner(effects).await;
         crate::observe::transaction(started, result.is_ok());
+        result
+    }
+
+    /// Commits (with no further effects) a transaction written on behalf of other tasks' work:
+    /// its span goes to each of their traces.
+    pub(super) async fn commit_for<'t>(
+        self,
+        traces: impl Iterator<Item = &'t str>,
+    ) -> StoreResult<()> {
+        let started = self.started;
+        let result = self.commit_inner(Effects::none()).await;
+        for t in traces {
+            crate::observe::transaction_in(t, started, result.is_ok());
+        }
         result
     }
 

@@ -26,6 +26,7 @@ conformance!(
     idempotency_purge_is_batched,
     concurrent_sends_share_one_contact_and_conversation,
     concurrent_claims_have_one_winner,
+    grouped_records_commit_together_and_fail_alone,
     a_reused_provider_id_does_not_lose_the_sent_message,
     a_message_journey_is_kept_and_read_oldest_first,
 );
@@ -1012,6 +1013,135 @@ async fn concurrent_claims_have_one_winner(s: SharedStore) {
         }
     }
     assert_eq!(winners, 1);
+}
+
+/// Sends recorded at the same time by group commit: many records in one transaction, each
+/// answered with its own record; the claims of their idempotency keys inserted together (one
+/// winner per key); a record whose claim was lost fails alone and writes nothing, the others
+/// of its group are written; contacts and conversations are shared as with one transaction per
+/// record.
+async fn grouped_records_commit_together_and_fail_alone(s: SharedStore) {
+    observe::install(Box::new(GroupSizes));
+    let f = fixture(&s).await;
+    // 48 concurrent claims of 40 keys (8 asked twice): one winner per key.
+    let mut tasks = Vec::new();
+    for i in 0..48 {
+        let s = s.clone();
+        let mut c = claim(&f, &format!("key-{}", i % 40), b"fp", 0);
+        c.lease = Duration::from_secs(60);
+        tasks.push(tokio::spawn(async move {
+            (i % 40, s.claim_idempotency(c).await)
+        }));
+    }
+    let mut tokens: Vec<Option<ClaimToken>> = vec![None; 40];
+    let mut in_progress = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            (k, Ok(ClaimOutcome::Claimed { token, .. })) => {
+                assert!(tokens[k].is_none(), "key-{k} claimed twice");
+                tokens[k] = Some(token);
+            }
+            (_, Ok(ClaimOutcome::InProgress)) => in_progress += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(in_progress, 8);
+    let mut tokens: Vec<ClaimToken> = tokens.into_iter().map(Option::unwrap).collect();
+    // Key 7's claim is lost (taken over by another owner) before its record.
+    let lost = tokens[7];
+    tokens[7] = ClaimToken {
+        owner: Uuid::new_v4(),
+        ..lost
+    };
+    let effects: GroupEffects = std::sync::Arc::new(sent_event);
+    let mut tasks = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        let s = s.clone();
+        let record = GroupedOutbound {
+            new: outbound(
+                &f,
+                RecipientRef::Phone(phone(&format!("+491512345670{}", i % 4))),
+                ConversationPolicy::OpenOrContinue,
+                i as i64,
+            ),
+            completion: Some((
+                *token,
+                std::sync::Arc::new(move |r: &RecordedOutbound| StoredResponse {
+                    status: 201,
+                    body: r.message.uuid.to_string().into_bytes(),
+                }),
+            )),
+            effects: effects.clone(),
+        };
+        tasks.push(tokio::spawn(async move {
+            let uuid = record.new.uuid;
+            (i, uuid, s.record_outbound_grouped(record).await)
+        }));
+    }
+    let mut contacts = std::collections::HashMap::new();
+    let mut created = (0, 0);
+    for task in tasks {
+        let (i, uuid, result) = task.await.unwrap();
+        if i == 7 {
+            assert!(matches!(result, Err(StoreError::ClaimLost)), "{result:?}");
+            continue;
+        }
+        let r = result.unwrap_or_else(|e| panic!("record {i} failed: {e}"));
+        assert_eq!(r.message.uuid, uuid, "each sender gets its own record");
+        created.0 += usize::from(r.contact_created);
+        created.1 += usize::from(r.conversation_created);
+        assert_eq!(
+            *contacts.entry(i % 4).or_insert(r.contact.id),
+            r.contact.id,
+            "one contact per phone"
+        );
+        // The claim was completed with the record's own response.
+        let again = s
+            .claim_idempotency(claim(&f, &format!("key-{i}"), b"fp", 1))
+            .await
+            .unwrap();
+        assert_eq!(
+            again,
+            ClaimOutcome::Replay(StoredResponse {
+                status: 201,
+                body: uuid.to_string().into_bytes()
+            })
+        );
+    }
+    assert_eq!(
+        created,
+        (4, 4),
+        "one contact and one conversation per phone"
+    );
+    let messages = s
+        .list_messages(f.org, &MessageFilter::default(), None, 100)
+        .await
+        .unwrap();
+    assert_eq!(messages.len(), 39);
+    let events = s.list_outbox_events(f.org, 100).await.unwrap();
+    assert_eq!(events.len(), 39, "one message.sent per record written");
+    let largest = LARGEST_GROUP.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        largest > 1,
+        "records were grouped (largest group: {largest})"
+    );
+}
+
+/// The largest group commit seen in this process (only this test records grouped sends).
+static LARGEST_GROUP: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+struct GroupSizes;
+
+impl observe::StoreObserver for GroupSizes {
+    fn current_trace(&self) -> Option<String> {
+        None
+    }
+    fn transaction(&self, _: std::time::SystemTime, _: std::time::SystemTime, _: bool) {}
+    fn transaction_in(&self, _: &str, _: std::time::SystemTime, _: std::time::SystemTime, _: bool) {
+    }
+    fn group_committed(&self, records: usize) {
+        LARGEST_GROUP.fetch_max(records, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A provider that answers with a message id the channel already has (a Telegram bot replaced
