@@ -1149,12 +1149,12 @@ async fn concurrent_sends_are_group_committed(backend: Backend) {
         .await;
     let mut sent: Vec<(String, Value, Value)> = Vec::new();
     let (mut records, mut commits) = (0.0, 0.0);
-    // Rounds of 64 sends at once until one round has shown a group of several records (the
+    // Rounds of 32 sends at once until one round has shown a group of several records (the
     // first round nearly always does; the loop only guards against a machine so idle that
     // every send was written before the next arrived).
     for round in 0..5 {
         let mut tasks = Vec::new();
-        for i in 0..64 {
+        for i in 0..32 {
             let (client, url, key) = (server.client.clone(), server.url(TEXT), seed.key.clone());
             let idem = format!("group-{round}-{i}");
             let body = json!({"phone": format!("+49151234567{:02}", i % 8), "message": format!("group {i}")});
