@@ -10,6 +10,7 @@
 //! cargo run --release --bin bench -- --scenario tracing     # with and without span export
 //! cargo run --release --bin bench -- --scenario batch       # batch sends through the queue
 //! cargo run --release --bin bench -- --scenario media       # WhatsApp media: MB/s, peak RSS
+//! cargo run --release --bin bench -- --scenario scale       # 1M pending deliveries, 10M messages
 //! ```
 
 mod batch;
@@ -18,6 +19,7 @@ mod media;
 mod outage;
 mod receiver;
 mod report;
+mod scale;
 mod server;
 mod tracing;
 
@@ -68,8 +70,9 @@ pub struct Args {
     pub server_bin: Option<PathBuf>,
     /// standard (rates, latencies, deliveries), recovery (feed pages and a recovery over kept
     /// events), ordering (per_contact against unordered deliveries), tracing (the same loops
-    /// with and without span export), batch (batch sends through the send queue) or media
-    /// (WhatsApp media sends: MB/s and peak memory).
+    /// with and without span export), batch (batch sends through the send queue), media
+    /// (WhatsApp media sends: MB/s and peak memory) or scale (deliveries per second with many
+    /// pending, history pages over many messages).
     #[arg(long, default_value = "standard")]
     pub scenario: String,
     /// recovery: events kept in the database.
@@ -100,6 +103,20 @@ pub struct Args {
     /// media: the size of each document, in MiB (WhatsApp's limit is 100).
     #[arg(long, default_value_t = 50)]
     pub media_mb: u64,
+    /// scale: the pending deliveries to measure the delivery rate with, comma-separated (0
+    /// skips this part).
+    #[arg(long, value_delimiter = ',', default_value = "10000,1000000")]
+    pub scale_pending: Vec<i64>,
+    /// scale: the messages in the history whose pages are measured (0 skips this part).
+    #[arg(long, default_value_t = 10_000_000)]
+    pub scale_messages: i64,
+    /// scale: every pending delivery due at one time (as a re-enabled endpoint's held
+    /// deliveries are), instead of at its event's time (as the fan-out writes them).
+    #[arg(long)]
+    pub scale_same_due: bool,
+    /// scale: keep the history database (its URL is printed), to examine it by hand.
+    #[arg(long)]
+    pub scale_keep: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -131,6 +148,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let bin = server::server_binary(args.server_bin.clone())?;
     if args.scenario != "standard" {
         let mut all = serde_json::Map::new();
+        let mut scale_runs = Vec::new();
         for backend in backends {
             eprintln!("== {} ({})", backend.name(), args.scenario);
             let value = match args.scenario.as_str() {
@@ -139,8 +157,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 "tracing" => serde_json::to_value(tracing::tracing(&args, &bin, backend).await?)?,
                 "batch" => serde_json::to_value(batch::batch(&args, &bin, backend).await?)?,
                 "media" => serde_json::to_value(media::media(&args, &bin, backend).await?)?,
+                "scale" => {
+                    let r = scale::scale(&args, &bin, backend).await?;
+                    let value = serde_json::to_value(&r)?;
+                    scale_runs.push((backend.name(), r));
+                    value
+                }
                 other => anyhow::bail!(
-                    "--scenario: expected standard, recovery, ordering, tracing, batch or media, got {other}"
+                    "--scenario: expected standard, recovery, ordering, tracing, batch, media or scale, got {other}"
                 ),
             };
             println!(
@@ -149,6 +173,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 serde_json::to_string_pretty(&value)?
             );
             all.insert(backend.name().to_owned(), value);
+        }
+        if !scale_runs.is_empty() {
+            scale::print(&scale_runs);
         }
         if let Some(dir) = args.json.parent() {
             std::fs::create_dir_all(dir)?;

@@ -108,6 +108,17 @@ impl Receiver {
         (span > 0.0 && i.count > 1).then(|| (i.count - 1) as f64 / span)
     }
 
+    /// Arrivals since the last reset, and the time from the first to the last of them, read
+    /// together.
+    pub fn arrivals(&self) -> (usize, Duration) {
+        let i = self.inner.lock().unwrap();
+        let span = match (i.first, i.last) {
+            (Some(first), Some(last)) => last.duration_since(first),
+            _ => Duration::ZERO,
+        };
+        (i.count, span)
+    }
+
     pub fn latency_summary(&self) -> Option<Latency> {
         Latency::from_samples(self.inner.lock().unwrap().latencies.clone())
     }

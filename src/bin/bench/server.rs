@@ -59,6 +59,11 @@ impl TempDir {
     pub fn path(&self) -> &Path {
         &self.0
     }
+
+    /// Leaves the directory in place.
+    fn keep(self) {
+        let _ = std::mem::ManuallyDrop::new(self);
+    }
 }
 
 impl Drop for TempDir {
@@ -105,6 +110,16 @@ impl Database {
                 })
             }
         }
+    }
+
+    /// Keeps the database (neither dropped nor removed) and returns its URL.
+    pub fn keep(self) -> String {
+        let Database { url, dir, pg, .. } = self;
+        if pg.is_none() {
+            // The SQLite file lives in the directory.
+            dir.keep();
+        }
+        url
     }
 
     pub async fn drop_database(self) {
@@ -253,6 +268,11 @@ impl Server {
             base,
             startup,
         })
+    }
+
+    /// Kills the server and waits until it has exited (its database files are released).
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
     }
 
     pub fn url(&self, path: &str) -> String {
