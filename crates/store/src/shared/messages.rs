@@ -675,13 +675,14 @@ impl MessageStore for Backend {
             q.push(" AND m.created_at < ").push_bind(t);
         }
         if let Some(c) = after {
-            q.push(" AND (m.created_at < ")
+            // A row-value comparison: an index bound on (org_id, created_at, id), so a page
+            // deep in the history costs what the first page costs (an OR of the two
+            // conditions is only a filter, read from the newest row down).
+            q.push(" AND (m.created_at, m.id) < (")
                 .push_bind(c.created_at)
-                .push(" OR (m.created_at = ")
-                .push_bind(c.created_at)
-                .push(" AND m.id < ")
+                .push(", ")
                 .push_bind(c.id)
-                .push("))");
+                .push(")");
         }
         q.push(" ORDER BY m.created_at DESC, m.id DESC LIMIT ")
             .push_bind(limit);

@@ -54,7 +54,7 @@ where
     sep.push_unseparated(")");
 }
 
-/// Appends `AND (time < t OR (time = t AND id < i)) ORDER BY time DESC, id DESC LIMIT n`.
+/// Appends `AND (time, id) < (t, i) ORDER BY time DESC, id DESC LIMIT n`.
 pub(super) fn push_page(
     qb: &mut sqlx::QueryBuilder<'_, Db>,
     time: &str,
@@ -62,13 +62,12 @@ pub(super) fn push_page(
     page: crate::page::PageQuery,
 ) {
     if let Some(after) = page.after {
-        qb.push(format!(" AND ({time} < "))
+        // A row-value comparison, which indexes on (.., time, id) use as a bound.
+        qb.push(format!(" AND ({time}, {id}) < ("))
             .push_bind(after.time)
-            .push(format!(" OR ({time} = "))
-            .push_bind(after.time)
-            .push(format!(" AND {id} < "))
+            .push(", ")
             .push_bind(after.id)
-            .push("))");
+            .push(")");
     }
     qb.push(format!(" ORDER BY {time} DESC, {id} DESC LIMIT "))
         .push_bind(page.limit);

@@ -97,13 +97,11 @@ impl Backend {
             q.push(" AND created_at < ").push_bind(until);
         }
         if let Some((at, id)) = query.before {
-            q.push(" AND (created_at < ")
+            q.push(" AND (created_at, id) < (")
                 .push_bind(at)
-                .push(" OR (created_at = ")
-                .push_bind(at)
-                .push(" AND id < ")
+                .push(", ")
                 .push_bind(id)
-                .push("))");
+                .push(")");
         }
         q.push(" ORDER BY created_at DESC, id DESC LIMIT ")
             .push_bind(query.limit);

@@ -201,13 +201,11 @@ impl UserStore for Backend {
             q.push(" AND m.role = ").push_bind(role.as_str());
         }
         if let Some((at, id)) = query.after {
-            q.push(" AND (m.created_at > ")
+            q.push(" AND (m.created_at, m.id) > (")
                 .push_bind(at)
-                .push(" OR (m.created_at = ")
-                .push_bind(at)
-                .push(" AND m.id > ")
+                .push(", ")
                 .push_bind(id)
-                .push("))");
+                .push(")");
         }
         q.push(" ORDER BY m.created_at, m.id LIMIT ")
             .push_bind(query.limit);

@@ -173,13 +173,11 @@ impl EndpointStore for Backend {
         qb.push_bind(org_id);
         qb.push(" AND legacy = ").push_bind(legacy);
         if let Some((t, id)) = before {
-            qb.push(" AND (created_at < ")
+            qb.push(" AND (created_at, id) < (")
                 .push_bind(t)
-                .push(" OR (created_at = ")
-                .push_bind(t)
-                .push(" AND id < ")
+                .push(", ")
                 .push_bind(id)
-                .push("))");
+                .push(")");
         }
         qb.push(" ORDER BY created_at DESC, id DESC LIMIT ")
             .push_bind(limit);

@@ -135,13 +135,11 @@ impl LedgerStore for Backend {
             qb.push(" AND d.created_at < ").push_bind(t);
         }
         if let Some((t, id)) = q.before {
-            qb.push(" AND (d.created_at < ")
+            qb.push(" AND (d.created_at, d.id) < (")
                 .push_bind(t)
-                .push(" OR (d.created_at = ")
-                .push_bind(t)
-                .push(" AND d.id < ")
+                .push(", ")
                 .push_bind(id)
-                .push("))");
+                .push(")");
         }
         qb.push(" ORDER BY d.created_at DESC, d.id DESC LIMIT ")
             .push_bind(q.limit);
