@@ -125,13 +125,25 @@ async fn a_batch_of_1000_is_paced_and_sent_once(backend: Backend) {
         .map(|n| template_item(channel, &phone(n % 200), n))
         .collect();
     let started = Instant::now();
-    let r = post(&server, &seed.key, BATCH, &json!({ "messages": items }))
+    // Accepting 1 000 items (each checked, all written in one transaction) takes a debug build
+    // on a busy two-core machine longer than the client's usual 30 s; how long is the
+    // benchmark's business (bench --scenario batch), not this test's.
+    let r = server
+        .client
+        .post(server.url(BATCH))
+        .bearer_auth(&seed.key)
+        .header("Idempotency-Key", ikey())
+        .timeout(Duration::from_secs(120))
+        .json(&json!({ "messages": items }))
+        .send()
         .await
-        .expect(202);
+        .expect("request");
+    let r = Server::read(r).await.expect(202);
     assert_eq!(r.body["status"], "queued");
     assert_eq!(r.body["total"], 1000);
     let id = r.body["batch_id"].as_str().unwrap().to_owned();
-    let b = wait_for_batch(&server, &seed.key, &id, Duration::from_secs(90)).await;
+    // About 25 s alone; the whole suite on two cores has made it take several times that.
+    let b = wait_for_batch(&server, &seed.key, &id, Duration::from_secs(240)).await;
     let elapsed = started.elapsed();
     assert_eq!(b["status"], "completed", "{b}");
     assert_eq!(b["counts"], json!({"sent": 1000}), "{b}");

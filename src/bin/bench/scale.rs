@@ -793,13 +793,11 @@ fn page_query(org_id: i64, after: Option<(i64, i64)>) -> Probe {
     );
     p.bind(Bind::Int(org_id));
     if let Some((ms, id)) = after {
-        p.push(" AND (m.created_at < ")
+        p.push(" AND (m.created_at, m.id) < (")
             .bind(Bind::Time(ms))
-            .push(" OR (m.created_at = ")
-            .bind(Bind::Time(ms))
-            .push(" AND m.id < ")
+            .push(", ")
             .bind(Bind::Int(id))
-            .push("))");
+            .push(")");
     }
     p.push(" ORDER BY m.created_at DESC, m.id DESC LIMIT ")
         .bind(Bind::Int(51));
