@@ -118,8 +118,9 @@ impl PgStore {
 
 /// Statements whose text differs between the backends.
 pub(super) mod dialect {
-    /// Group committers of sends' records: several, so that one group is written while another commits.
-    pub const GROUP_COMMITTERS: usize = 4;
+    /// Group committers of sends' records: two, so that one group is written while the other
+    /// commits (bench sends/s with 1, 2 and 4 committers: 944, 1 120 and 1 053; docs/benchmarks.md).
+    pub const GROUP_COMMITTERS: usize = 2;
 
     /// Serializes changes to one organization's rows (slug derivation, default channel).
     pub const LOCK_ORG: &str = "SELECT id FROM organizations WHERE id = $1 FOR UPDATE";

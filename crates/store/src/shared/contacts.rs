@@ -49,6 +49,36 @@ pub(super) async fn fetch_contact(conn: &mut Conn, id: i64) -> StoreResult<Conta
     Ok(row.into())
 }
 
+/// The contacts with these ids (one statement; a group commit's recipients).
+pub(super) async fn contacts_by_ids(conn: &mut Conn, ids: &[i64]) -> StoreResult<Vec<Contact>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut qb = QueryBuilder::<Db>::new(SELECT_CONTACTS);
+    qb.push("WHERE id");
+    push_in_list(&mut qb, ids);
+    let rows: Vec<ContactRow> = qb.build_query_as().fetch_all(&mut *conn).await?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
+/// The organization's contacts with these phones (one statement; a group commit's recipients).
+pub(super) async fn contacts_by_phones(
+    conn: &mut Conn,
+    org_id: i64,
+    phones: &[&str],
+) -> StoreResult<Vec<Contact>> {
+    if phones.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut qb = QueryBuilder::<Db>::new(SELECT_CONTACTS);
+    qb.push("WHERE org_id = ")
+        .push_bind(org_id)
+        .push(" AND phone");
+    push_in_list(&mut qb, phones);
+    let rows: Vec<ContactRow> = qb.build_query_as().fetch_all(&mut *conn).await?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
 async fn insert_contact(conn: &mut Conn, new: &NewContact) -> StoreResult<i64> {
     Ok(sqlx::query_scalar(
         "INSERT INTO contacts (uuid, org_id, phone, name, telegram_chat_id, created_at, updated_at)

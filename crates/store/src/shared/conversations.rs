@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::{Backend, Conn};
+use super::{Backend, Conn, Db, push_in_list};
 use crate::{ConversationStore, StoreError, StoreResult};
 use switchboard_domain::Timestamp;
 use switchboard_domain::contact::{Conversation, ConversationStatus};
@@ -78,6 +78,25 @@ pub(super) async fn open_conversation_of(
     .fetch_optional(&mut *conn)
     .await?;
     row.map(TryInto::try_into).transpose()
+}
+
+/// The open conversations of these contacts on a channel (one statement; a group commit's
+/// recipients).
+pub(super) async fn open_conversations_of(
+    conn: &mut Conn,
+    channel_id: i64,
+    contact_ids: &[i64],
+) -> StoreResult<Vec<Conversation>> {
+    if contact_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut qb = sqlx::QueryBuilder::<Db>::new(select_conversations!(
+        "WHERE cv.status = 'open' AND cv.channel_id = "
+    ));
+    qb.push_bind(channel_id).push(" AND cv.contact_id");
+    push_in_list(&mut qb, contact_ids);
+    let rows: Vec<ConversationRow> = qb.build_query_as().fetch_all(&mut *conn).await?;
+    rows.into_iter().map(TryInto::try_into).collect()
 }
 
 /// The open conversation of a contact on a channel, opened if there is none. Concurrent

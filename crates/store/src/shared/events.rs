@@ -19,11 +19,14 @@ pub(super) struct Written {
 
 /// Writes outbox events and organization log entries inside the caller's transaction (see
 /// `WriteTx`, the only caller). Every log entry of category `audit` also goes to the outbox as
-/// `audit.recorded`.
+/// `audit.recorded`. With `defer`, the log entries are written now and the outbox events are
+/// added to `defer` (each with its trace resolved now) for [`write_deferred_tx`] to write
+/// together before the commit.
 pub(super) async fn write_effects_tx(
     conn: &mut <Db as sqlx::Database>::Connection,
     effects: &Effects,
     fan: &mut super::webhooks::FanOut,
+    defer: Option<&mut Vec<NewEvent>>,
 ) -> StoreResult<Written> {
     let audit: Vec<NewEvent> = effects
         .log
@@ -32,32 +35,18 @@ pub(super) async fn write_effects_tx(
         .map(OrgEvent::audit_recorded)
         .collect();
     for e in &effects.log {
-        let (actor_type, key_id, key_prefix) = match &e.actor {
-            Actor::ApiKey {
-                api_key_id,
-                api_key_prefix,
-            } => ("api_key", Some(*api_key_id), Some(api_key_prefix.as_str())),
-            Actor::Admin => ("admin", None, None),
-            Actor::System => ("system", None, None),
-        };
-        sqlx::query(
-            "INSERT INTO org_events (uuid, org_id, type, category, actor_type, actor_key_id, actor_key_prefix,
-                                     subject_type, subject_id, details, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(e.uuid)
-        .bind(e.org_id)
-        .bind(&e.event_type)
-        .bind(e.category.as_str())
-        .bind(actor_type)
-        .bind(key_id)
-        .bind(key_prefix)
-        .bind(e.subject.as_ref().map(|s| s.kind.as_str()))
-        .bind(e.subject.as_ref().map(|s| s.id.as_str()))
-        .bind(Json(&e.details))
-        .bind(e.created_at)
-        .execute(&mut *conn)
-        .await?;
+        insert_log_entry(conn, e).await?;
+    }
+    let events = !effects.outbox.is_empty() || !audit.is_empty();
+    if let Some(deferred) = defer {
+        deferred.extend(effects.outbox.iter().chain(&audit).map(|e| NewEvent {
+            trace: e.trace.clone().or_else(crate::observe::current_trace),
+            ..e.clone()
+        }));
+        return Ok(Written {
+            events,
+            deliveries: false,
+        });
     }
     // Each event fans out into webhook deliveries in this same transaction.
     let before = fan.deliveries();
@@ -65,9 +54,57 @@ pub(super) async fn write_effects_tx(
         super::webhooks::insert_event(&mut *conn, e, fan).await?;
     }
     Ok(Written {
-        events: !effects.outbox.is_empty() || !audit.is_empty(),
+        events,
         deliveries: fan.deliveries() > before,
     })
+}
+
+/// Writes the outbox events that [`write_effects_tx`] deferred, and their deliveries, with a
+/// few multi-row statements. Returns whether deliveries were written.
+pub(super) async fn write_deferred_tx(
+    conn: &mut <Db as sqlx::Database>::Connection,
+    events: &[NewEvent],
+    fan: &mut super::webhooks::FanOut,
+) -> StoreResult<bool> {
+    if events.is_empty() {
+        return Ok(false);
+    }
+    let before = fan.deliveries();
+    super::webhooks::insert_events(conn, events, fan).await?;
+    Ok(fan.deliveries() > before)
+}
+
+async fn insert_log_entry(
+    conn: &mut <Db as sqlx::Database>::Connection,
+    e: &OrgEvent,
+) -> StoreResult<()> {
+    let (actor_type, key_id, key_prefix) = match &e.actor {
+        Actor::ApiKey {
+            api_key_id,
+            api_key_prefix,
+        } => ("api_key", Some(*api_key_id), Some(api_key_prefix.as_str())),
+        Actor::Admin => ("admin", None, None),
+        Actor::System => ("system", None, None),
+    };
+    sqlx::query(
+        "INSERT INTO org_events (uuid, org_id, type, category, actor_type, actor_key_id, actor_key_prefix,
+                                 subject_type, subject_id, details, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(e.uuid)
+    .bind(e.org_id)
+    .bind(&e.event_type)
+    .bind(e.category.as_str())
+    .bind(actor_type)
+    .bind(key_id)
+    .bind(key_prefix)
+    .bind(e.subject.as_ref().map(|s| s.kind.as_str()))
+    .bind(e.subject.as_ref().map(|s| s.id.as_str()))
+    .bind(Json(&e.details))
+    .bind(e.created_at)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 #[derive(sqlx::FromRow)]

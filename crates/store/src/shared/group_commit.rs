@@ -3,11 +3,17 @@
 //! A send's record (its contact and conversation, the message, the completion of its
 //! idempotency claim, its outbox events and their webhook deliveries) is handed to a
 //! committer task through a bounded queue. A committer takes every record waiting (up to
-//! [`MAX_GROUP`]) and writes them in one transaction: one `BEGIN`, one endpoint lookup per
-//! organization for the fan-out, one wake-up `NOTIFY`, one commit (one WAL flush). Each sender
-//! is answered only after that commit, so a send's durability is unchanged. Under light load
-//! a group is one record and nothing waits; under load, records queue while a group is being
-//! written and the next group takes them all.
+//! [`MAX_GROUP`]) and writes them in one transaction with a number of statements that does not
+//! grow with the group (`messages::write_outbound_group`): one `BEGIN`; one read of the
+//! recipients' contacts and one of their open conversations (only missing ones are created,
+//! one at a time); one multi-row `INSERT` of the messages and one read of them as written; one
+//! endpoint lookup per organization for the fan-out; one multi-row statement each for the
+//! outbox events, their deliveries and the completions of the idempotency claims; one wake-up
+//! `NOTIFY`; one commit (one WAL flush). Records the send queue takes over (a batch's items)
+//! are written one after another in the group's transaction instead. Each sender is answered
+//! only after that commit, so a send's durability is unchanged. Under light load a group is one
+//! record and nothing waits; under load, records queue while a group is being written and the
+//! next group takes them all.
 //!
 //! Errors stay per record: when any record of a group fails, the whole group is rolled back
 //! and its records are written again one per transaction, so that the failing one fails alone
@@ -17,7 +23,7 @@
 //! deadlock on contacts and conversations.
 //!
 //! SQLite, whose one writer connection serializes every write anyway, has one committer;
-//! PostgreSQL has [`dialect::GROUP_COMMITTERS`], so that a group can be written while the
+//! PostgreSQL has [`dialect::GROUP_COMMITTERS`] (two), so that a group can be written while the
 //! previous one commits.
 
 use std::future::Future;
@@ -25,7 +31,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::messages::write_outbound_in;
+use super::messages::{GroupRecord, groupable, write_outbound_group, write_outbound_in};
 use super::write::WriteTx;
 use super::{Backend, dialect};
 use crate::{GroupedOutbound, RecipientRef, RecordedOutbound, StoreError, StoreResult};
@@ -278,11 +284,30 @@ async fn commit_group(mut jobs: Vec<Job>) {
 
 async fn write_group(store: &Backend, jobs: &[Job]) -> StoreResult<Vec<RecordedOutbound>> {
     let mut tx = store.write().await?;
-    tx.share_fan_out();
-    let mut recorded = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        recorded.push(write_record(&mut tx, job).await?);
-    }
+    tx.group_mode();
+    let mut completions = Vec::new();
+    let recorded = if jobs.iter().all(|j| groupable(&j.record.new)) {
+        // The records with a few statements for the whole group, then each one's effects.
+        let records: Vec<GroupRecord<'_>> = jobs
+            .iter()
+            .map(|j| GroupRecord {
+                new: &j.record.new,
+                trace: j.trace.as_deref(),
+            })
+            .collect();
+        let recorded = write_outbound_group(&mut tx, &records).await?;
+        for (job, r) in jobs.iter().zip(&recorded) {
+            finish_record(&mut tx, job, r, Some(&mut completions)).await?;
+        }
+        recorded
+    } else {
+        let mut recorded = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            recorded.push(write_record(&mut tx, job, Some(&mut completions)).await?);
+        }
+        recorded
+    };
+    super::idempotency::complete_many_tx(&mut tx, &completions).await?;
     tx.commit_for(jobs.iter().filter_map(|j| j.trace.as_deref()))
         .await?;
     Ok(recorded)
@@ -290,22 +315,46 @@ async fn write_group(store: &Backend, jobs: &[Job]) -> StoreResult<Vec<RecordedO
 
 async fn write_alone(store: &Backend, job: &Job) -> StoreResult<RecordedOutbound> {
     let mut tx = store.write().await?;
-    let recorded = write_record(&mut tx, job).await?;
+    tx.group_mode();
+    let recorded = write_record(&mut tx, job, None).await?;
     tx.commit_for(job.trace.as_deref().into_iter()).await?;
     Ok(recorded)
 }
 
 /// Writes one record into the group's transaction: what `record_outbound` writes, in the
-/// send's trace (the message and its events keep it).
-async fn write_record(tx: &mut WriteTx<'_>, job: &Job) -> StoreResult<RecordedOutbound> {
+/// send's trace (the message and its events keep it), then [`finish_record`].
+async fn write_record(
+    tx: &mut WriteTx<'_>,
+    job: &Job,
+    completions: Option<&mut Vec<(crate::ClaimToken, crate::StoredResponse)>>,
+) -> StoreResult<RecordedOutbound> {
+    let recorded = crate::observe::on_behalf_of(
+        job.trace.clone(),
+        write_outbound_in(tx, job.record.new.clone(), None, None),
+    )
+    .await?;
+    finish_record(tx, job, &recorded, completions).await?;
+    Ok(recorded)
+}
+
+/// The rest of a record, in its send's trace: the completion of its idempotency claim (written
+/// now, or added to `completions` for the group to write with one statement) and its effects.
+async fn finish_record(
+    tx: &mut WriteTx<'_>,
+    job: &Job,
+    recorded: &RecordedOutbound,
+    completions: Option<&mut Vec<(crate::ClaimToken, crate::StoredResponse)>>,
+) -> StoreResult<()> {
     crate::observe::on_behalf_of(job.trace.clone(), async {
         let record = &job.record;
-        let recorded = write_outbound_in(tx, record.new.clone(), None, None).await?;
         if let Some((token, respond)) = &record.completion {
-            super::idempotency::complete_tx(tx, *token, &respond(&recorded)).await?;
+            let response = respond(recorded);
+            match completions {
+                Some(group) => group.push((*token, response)),
+                None => super::idempotency::complete_tx(tx, *token, &response).await?,
+            }
         }
-        tx.write_effects(&(record.effects)(&recorded)).await?;
-        Ok(recorded)
+        tx.write_effects(&(record.effects)(recorded)).await
     })
     .await
 }

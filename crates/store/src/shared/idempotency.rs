@@ -64,6 +64,38 @@ pub(crate) async fn complete_tx(
     }
 }
 
+/// Completes several claims with one `UPDATE ... FROM (VALUES ...)` per 500 (a group commit's
+/// records). Fails with `ClaimLost` unless every claim still held its key; the caller then
+/// rolls back and completes each alone, so that only the lost one fails.
+pub(crate) async fn complete_many_tx(
+    conn: &mut Conn,
+    done: &[(ClaimToken, StoredResponse)],
+) -> StoreResult<()> {
+    for chunk in done.chunks(500) {
+        let mut qb = sqlx::QueryBuilder::<Db>::new(
+            "UPDATE idempotency_records
+             SET state = 'completed', owner = NULL, locked_until = NULL, response_status = v.column3,
+                 response_body = v.column4
+             FROM (",
+        );
+        qb.push_values(chunk, |mut row, (token, response)| {
+            row.push_bind(token.record_id)
+                .push_bind(token.owner)
+                .push_bind(i32::from(response.status))
+                .push_bind(response.body.as_slice());
+        });
+        qb.push(
+            ") AS v WHERE idempotency_records.id = v.column1 AND idempotency_records.owner = v.column2
+               AND idempotency_records.state = 'in_progress'",
+        );
+        let updated = qb.build().execute(&mut *conn).await?.rows_affected();
+        if updated != chunk.len() as u64 {
+            return Err(StoreError::ClaimLost);
+        }
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl IdempotencyStore for Backend {
     async fn claim_idempotency(&self, c: IdempotencyClaim) -> StoreResult<ClaimOutcome> {

@@ -29,6 +29,9 @@ pub(super) struct WriteTx<'s> {
     /// The fan-out's state kept across `write_effects` calls (a group commit: the
     /// organizations' endpoints are read once per group, not once per record).
     shared_fan: Option<super::webhooks::FanOut>,
+    /// A group commit's outbox events, written together (with their deliveries) just before
+    /// the commit.
+    deferred: Option<Vec<switchboard_domain::event::NewEvent>>,
 }
 
 impl Backend {
@@ -41,6 +44,7 @@ impl Backend {
             deliveries: false,
             started: std::time::SystemTime::now(),
             shared_fan: None,
+            deferred: None,
         })
     }
 
@@ -69,16 +73,22 @@ impl WriteTx<'_> {
     pub(super) async fn write_effects(&mut self, effects: &Effects) -> StoreResult<()> {
         let mut own = super::webhooks::FanOut::default();
         let fan = self.shared_fan.as_mut().unwrap_or(&mut own);
-        let written = super::events::write_effects_tx(&mut self.tx, effects, fan).await?;
+        let written =
+            super::events::write_effects_tx(&mut self.tx, effects, fan, self.deferred.as_mut())
+                .await?;
         self.events |= written.events;
         self.deliveries |= written.deliveries;
         Ok(())
     }
 
-    /// Keeps the fan-out's endpoint lists for the rest of the transaction, for changes that
-    /// cannot change endpoints (the records of a group commit).
-    pub(super) fn share_fan_out(&mut self) {
+    /// Makes this the transaction of a group commit, whose records cannot change endpoints:
+    /// the fan-out's endpoint lists are kept for the rest of the transaction, and the outbox
+    /// events of every `write_effects` are written together, with their deliveries, by a few
+    /// multi-row statements just before the commit (nothing in the transaction reads them
+    /// back before then).
+    pub(super) fn group_mode(&mut self) {
         self.shared_fan = Some(Default::default());
+        self.deferred = Some(Vec::new());
     }
 
     /// Records that this transaction scheduled deliveries by other means than effects (a test
@@ -111,6 +121,11 @@ impl WriteTx<'_> {
 
     async fn commit_inner(mut self, effects: Effects) -> StoreResult<()> {
         self.write_effects(&effects).await?;
+        if let Some(events) = self.deferred.take() {
+            let mut own = super::webhooks::FanOut::default();
+            let fan = self.shared_fan.as_mut().unwrap_or(&mut own);
+            self.deliveries |= super::events::write_deferred_tx(&mut self.tx, &events, fan).await?;
+        }
         if self.deliveries && !dialect::NOTIFY_DELIVERIES.is_empty() {
             sqlx::query(dialect::NOTIFY_DELIVERIES)
                 .execute(&mut *self.tx)

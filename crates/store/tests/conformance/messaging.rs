@@ -13,6 +13,8 @@ use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_domain::message::timeline::StepKind;
 use switchboard_domain::message::{Direction, MessageStatus, MessageType};
 use switchboard_domain::phone::Phone;
+use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
+use switchboard_store::webhooks::{DeliveryQuery, NewEndpoint};
 use switchboard_store::*;
 
 conformance!(
@@ -1019,10 +1021,39 @@ async fn concurrent_claims_have_one_winner(s: SharedStore) {
 /// answered with its own record; the claims of their idempotency keys inserted together (one
 /// winner per key); a record whose claim was lost fails alone and writes nothing, the others
 /// of its group are written; contacts and conversations are shared as with one transaction per
-/// record.
+/// record. The group's events fan out as one event at a time would: one delivery per event to
+/// an unordered endpoint, and on an ordered endpoint one chain per contact numbered from 1 with
+/// only its first delivery due.
 async fn grouped_records_commit_together_and_fail_alone(s: SharedStore) {
     observe::install(Box::new(GroupSizes));
     let f = fixture(&s).await;
+    let endpoint = |url: &str, ordering: EndpointOrdering| NewEndpoint {
+        uuid: Uuid::now_v7(),
+        org_id: f.org,
+        name: "receiver".into(),
+        url: url.into(),
+        events: vec!["message.sent".into()],
+        headers: Default::default(),
+        sealed_secret: vec![1, 2, 3],
+        status: EndpointStatus::Active,
+        now: t(0),
+        legacy: false,
+        ordering,
+    };
+    let unordered = s
+        .create_endpoint(
+            endpoint("https://a.example/hook", EndpointOrdering::None),
+            no_effects(),
+        )
+        .await
+        .unwrap();
+    let ordered = s
+        .create_endpoint(
+            endpoint("https://b.example/hook", EndpointOrdering::PerContact),
+            no_effects(),
+        )
+        .await
+        .unwrap();
     // 48 concurrent claims of 40 keys (8 asked twice): one winner per key.
     let mut tasks = Vec::new();
     for i in 0..48 {
@@ -1053,7 +1084,15 @@ async fn grouped_records_commit_together_and_fail_alone(s: SharedStore) {
         owner: Uuid::new_v4(),
         ..lost
     };
-    let effects: GroupEffects = std::sync::Arc::new(sent_event);
+    let effects: GroupEffects = std::sync::Arc::new(|r: &RecordedOutbound| {
+        Effects::none().event(NewEvent::new(
+            r.message.org_id,
+            "message.sent",
+            json!({"message_id": r.message.id, "contact_uuid": r.contact.uuid}),
+            Some(r.message.channel.clone()),
+            r.message.created_at,
+        ))
+    });
     let mut tasks = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
         let s = s.clone();
@@ -1120,6 +1159,68 @@ async fn grouped_records_commit_together_and_fail_alone(s: SharedStore) {
     assert_eq!(messages.len(), 39);
     let events = s.list_outbox_events(f.org, 100).await.unwrap();
     assert_eq!(events.len(), 39, "one message.sent per record written");
+    let deliveries_to = |endpoint: Uuid| {
+        let s = s.clone();
+        async move {
+            s.list_deliveries(
+                f.org,
+                &DeliveryQuery {
+                    status: None,
+                    event: None,
+                    endpoint_uuid: Some(endpoint),
+                    since: None,
+                    until: None,
+                    before: None,
+                    limit: 1000,
+                },
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let plain = deliveries_to(unordered.uuid).await;
+    let each: std::collections::HashSet<Uuid> = plain.iter().map(|d| d.event_uuid).collect();
+    assert_eq!(
+        (plain.len(), each.len()),
+        (39, 39),
+        "one delivery per event"
+    );
+    assert!(
+        plain
+            .iter()
+            .all(|d| d.sequence.is_none() && d.next_attempt_at.is_some()),
+        "unordered deliveries are due at once"
+    );
+    // The ordered endpoint: per contact, sequences 1..n, only the first due.
+    let chained = deliveries_to(ordered.uuid).await;
+    assert_eq!(chained.len(), 39);
+    let contact_of: std::collections::HashMap<Uuid, String> = events
+        .iter()
+        .map(|e| (e.uuid, e.data["contact_uuid"].as_str().unwrap().to_owned()))
+        .collect();
+    let mut chains: std::collections::HashMap<&str, Vec<(i64, bool)>> = Default::default();
+    for d in &chained {
+        chains
+            .entry(contact_of[&d.event_uuid].as_str())
+            .or_default()
+            .push((d.sequence.expect("numbered"), d.next_attempt_at.is_some()));
+    }
+    assert_eq!(chains.len(), 4, "one chain per contact");
+    for (contact, mut chain) in chains {
+        chain.sort();
+        let numbers: Vec<i64> = chain.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            numbers,
+            (1..=chain.len() as i64).collect::<Vec<_>>(),
+            "{contact}"
+        );
+        let due: Vec<i64> = chain
+            .iter()
+            .filter(|(_, due)| *due)
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(due, vec![1], "only the head of {contact}'s chain is due");
+    }
     let largest = LARGEST_GROUP.load(std::sync::atomic::Ordering::SeqCst);
     assert!(
         largest > 1,

@@ -204,19 +204,19 @@ pub(in super::super) async fn insert_unordered_deliveries(
     Ok(())
 }
 
-/// Inserts an outbox event and one delivery per active endpoint of its organization whose
-/// subscriptions match, one per distinct URL (unified dispatch, specification 6.2.2): modern
-/// endpoints come before legacy records, so a URL that both hold gets the modern (signed)
-/// delivery, and several records with one URL get one delivery. `integration.test` events are delivered only by
-/// the test operation; a `webhook.*` event about an endpoint never goes to that endpoint.
-pub(crate) async fn insert_event(
+/// The deliveries an event fans out into, as `(endpoint id, order key)`: one per active
+/// endpoint of its organization whose subscriptions match, one per distinct URL (unified
+/// dispatch, specification 6.2.2): modern endpoints come before legacy records, so a URL that
+/// both hold gets the modern (signed) delivery, and several records with one URL get one
+/// delivery. `integration.test` events are delivered only by the test operation; a
+/// `webhook.*` event about an endpoint never goes to that endpoint.
+async fn targets_of(
     conn: &mut Conn,
     e: &NewEvent,
     fan: &mut FanOut,
-) -> StoreResult<()> {
-    let event_id = insert_event_row(conn, e).await?;
+) -> StoreResult<Vec<(i64, Option<Uuid>)>> {
     if e.name == INTEGRATION_TEST || e.test {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let exclude = if e.name.starts_with("webhook.") {
         e.data
@@ -236,7 +236,17 @@ pub(crate) async fn insert_event(
             chosen.push((t.id, t.ordering.order_key(&e.data)));
         }
     }
-    for (endpoint_id, order_key) in chosen {
+    Ok(chosen)
+}
+
+/// Inserts an outbox event and its deliveries (see [`targets_of`]).
+pub(crate) async fn insert_event(
+    conn: &mut Conn,
+    e: &NewEvent,
+    fan: &mut FanOut,
+) -> StoreResult<()> {
+    let event_id = insert_event_row(conn, e).await?;
+    for (endpoint_id, order_key) in targets_of(conn, e, fan).await? {
         insert_delivery(
             conn,
             &NewDelivery {
@@ -254,4 +264,66 @@ pub(crate) async fn insert_event(
         fan.deliveries += 1;
     }
     Ok(())
+}
+
+/// The most events inserted by one statement (10 parameters each: far below SQLite's limit of
+/// 32 766 parameters).
+const EVENTS_PER_STATEMENT: usize = 500;
+
+/// Inserts outbox events and their deliveries like [`insert_event`] does for each, with one
+/// multi-row `INSERT` per [`EVENTS_PER_STATEMENT`] events and one for all their unordered
+/// deliveries (a group commit's events: a few statements per group instead of two or more
+/// per event). Deliveries to ordered endpoints are numbered in their chains one at a time, in
+/// the events' order. Each event must carry its trace already (the caller resolves it).
+pub(crate) async fn insert_events(
+    conn: &mut Conn,
+    events: &[NewEvent],
+    fan: &mut FanOut,
+) -> StoreResult<()> {
+    let mut ids: HashMap<Uuid, i64> = HashMap::with_capacity(events.len());
+    for chunk in events.chunks(EVENTS_PER_STATEMENT) {
+        let mut qb = sqlx::QueryBuilder::<Db>::new(
+            "INSERT INTO events (uuid, org_id, name, data, channel, occurred_at, envelope, test, trace, message_id) ",
+        );
+        qb.push_values(chunk, |mut b, e| {
+            b.push_bind(e.uuid)
+                .push_bind(e.org_id)
+                .push_bind(e.name.as_str())
+                .push_bind(Json(&e.data))
+                .push_bind(e.channel.as_ref().map(Json))
+                .push_bind(e.occurred_at)
+                .push_bind(e.envelope_text())
+                .push_bind(e.test)
+                .push_bind(e.trace.as_deref())
+                .push_bind(e.message_id());
+        });
+        qb.push(" RETURNING id, uuid");
+        let rows: Vec<(i64, Uuid)> = qb.build_query_as().fetch_all(&mut *conn).await?;
+        ids.extend(rows.into_iter().map(|(id, uuid)| (uuid, id)));
+    }
+    let mut unordered: Vec<NewDelivery<'_>> = Vec::new();
+    for e in events {
+        let event_id = *ids
+            .get(&e.uuid)
+            .ok_or_else(|| crate::StoreError::Other("an inserted event was not returned".into()))?;
+        for (endpoint_id, order_key) in targets_of(conn, e, fan).await? {
+            let d = NewDelivery {
+                uuid: Uuid::now_v7(),
+                org_id: e.org_id,
+                event_id,
+                endpoint_id,
+                event_name: &e.name,
+                trigger: "event",
+                order_key,
+                now: e.occurred_at,
+            };
+            if order_key.is_some() {
+                insert_delivery(conn, &d).await?;
+            } else {
+                unordered.push(d);
+            }
+            fan.deliveries += 1;
+        }
+    }
+    insert_unordered_deliveries(conn, &unordered).await
 }
