@@ -37,30 +37,28 @@ pub(super) async fn write_effects_tx(
     for e in &effects.log {
         insert_log_entry(conn, e).await?;
     }
-    let events = !effects.outbox.is_empty() || !audit.is_empty();
+    let written = !effects.outbox.is_empty() || !audit.is_empty();
+    let events = effects.outbox.iter().chain(&audit).map(|e| NewEvent {
+        trace: e.trace.clone().or_else(crate::observe::current_trace),
+        ..e.clone()
+    });
     if let Some(deferred) = defer {
-        deferred.extend(effects.outbox.iter().chain(&audit).map(|e| NewEvent {
-            trace: e.trace.clone().or_else(crate::observe::current_trace),
-            ..e.clone()
-        }));
+        deferred.extend(events);
         return Ok(Written {
-            events,
+            events: written,
             deliveries: false,
         });
     }
     // Each event fans out into webhook deliveries in this same transaction.
-    let before = fan.deliveries();
-    for e in effects.outbox.iter().chain(&audit) {
-        super::webhooks::insert_event(&mut *conn, e, fan).await?;
-    }
+    let events: Vec<NewEvent> = events.collect();
     Ok(Written {
-        events,
-        deliveries: fan.deliveries() > before,
+        events: written,
+        deliveries: write_deferred_tx(conn, &events, fan).await?,
     })
 }
 
-/// Writes the outbox events that [`write_effects_tx`] deferred, and their deliveries, with a
-/// few multi-row statements. Returns whether deliveries were written.
+/// Writes outbox events (those that [`write_effects_tx`] deferred, or its own) and their
+/// deliveries, with a few multi-row statements. Returns whether deliveries were written.
 pub(super) async fn write_deferred_tx(
     conn: &mut <Db as sqlx::Database>::Connection,
     events: &[NewEvent],

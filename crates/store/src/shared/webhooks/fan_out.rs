@@ -239,41 +239,13 @@ async fn targets_of(
     Ok(chosen)
 }
 
-/// Inserts an outbox event and its deliveries (see [`targets_of`]).
-pub(crate) async fn insert_event(
-    conn: &mut Conn,
-    e: &NewEvent,
-    fan: &mut FanOut,
-) -> StoreResult<()> {
-    let event_id = insert_event_row(conn, e).await?;
-    for (endpoint_id, order_key) in targets_of(conn, e, fan).await? {
-        insert_delivery(
-            conn,
-            &NewDelivery {
-                uuid: Uuid::now_v7(),
-                org_id: e.org_id,
-                event_id,
-                endpoint_id,
-                event_name: &e.name,
-                trigger: "event",
-                order_key,
-                now: e.occurred_at,
-            },
-        )
-        .await?;
-        fan.deliveries += 1;
-    }
-    Ok(())
-}
-
 /// The most events inserted by one statement (10 parameters each: far below SQLite's limit of
 /// 32 766 parameters).
 const EVENTS_PER_STATEMENT: usize = 500;
 
-/// Inserts outbox events and their deliveries like [`insert_event`] does for each, with one
-/// multi-row `INSERT` per [`EVENTS_PER_STATEMENT`] events and one for all their unordered
-/// deliveries (a group commit's events: a few statements per group instead of two or more
-/// per event). Deliveries to ordered endpoints are numbered in their chains one at a time, in
+/// Inserts outbox events and their deliveries (see [`targets_of`]), with one multi-row
+/// `INSERT` per [`EVENTS_PER_STATEMENT`] events and one for all their unordered deliveries (a
+/// few statements per change, or per group commit, instead of two or more per event). Deliveries to ordered endpoints are numbered in their chains one at a time, in
 /// the events' order. Each event must carry its trace already (the caller resolves it).
 pub(crate) async fn insert_events(
     conn: &mut Conn,

@@ -12,4 +12,4 @@ mod recovery;
 
 use super::{Backend, Conn, Db, dialect, push_in_list};
 
-pub(super) use fan_out::{FanOut, insert_event, insert_events};
+pub(super) use fan_out::{FanOut, insert_events};
