@@ -245,8 +245,9 @@ const EVENTS_PER_STATEMENT: usize = 500;
 
 /// Inserts outbox events and their deliveries (see [`targets_of`]), with one multi-row
 /// `INSERT` per [`EVENTS_PER_STATEMENT`] events and one for all their unordered deliveries (a
-/// few statements per change, or per group commit, instead of two or more per event). Deliveries to ordered endpoints are numbered in their chains one at a time, in
-/// the events' order. Each event must carry its trace already (the caller resolves it).
+/// few statements per change, or per group commit, instead of two or more per event).
+/// Deliveries to ordered endpoints are numbered in their chains one at a time, in the events'
+/// order. Each event must carry its trace already (the caller resolves it).
 pub(crate) async fn insert_events(
     conn: &mut Conn,
     events: &[NewEvent],
