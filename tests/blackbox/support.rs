@@ -105,6 +105,11 @@ impl TestEnv {
             // Most tests send several messages to one recipient at once; the pacing tests set
             // the interval they check.
             ("SWITCHBOARD_RECIPIENT_INTERVAL".into(), "0s".into()),
+            // Test servers share one PostgreSQL server (100 connections) with each other and
+            // with the suite's own pools: with the default 16 per server, the suite peaked at
+            // 70 client connections on a quiet machine. Eight each leaves headroom for a slow
+            // one; a test that needs more sets its own.
+            ("SWITCHBOARD_DATABASE_MAX_CONNECTIONS".into(), "8".into()),
         ]
     }
 
