@@ -20,7 +20,7 @@ pub(super) struct Written {
 /// Writes outbox events and organization log entries inside the caller's transaction (see
 /// `WriteTx`, the only caller). Every log entry of category `audit` also goes to the outbox as
 /// `audit.recorded`. With `defer`, the log entries are written now and the outbox events are
-/// added to `defer` (each with its trace resolved now) for [`write_deferred_tx`] to write
+/// added to `defer` (each with its trace resolved now) for [`write_events_tx`] to write
 /// together before the commit.
 pub(super) async fn write_effects_tx(
     conn: &mut <Db as sqlx::Database>::Connection,
@@ -53,13 +53,13 @@ pub(super) async fn write_effects_tx(
     let events: Vec<NewEvent> = events.collect();
     Ok(Written {
         events: written,
-        deliveries: write_deferred_tx(conn, &events, fan).await?,
+        deliveries: write_events_tx(conn, &events, fan).await?,
     })
 }
 
 /// Writes outbox events (those that [`write_effects_tx`] deferred, or its own) and their
 /// deliveries, with a few multi-row statements. Returns whether deliveries were written.
-pub(super) async fn write_deferred_tx(
+pub(super) async fn write_events_tx(
     conn: &mut <Db as sqlx::Database>::Connection,
     events: &[NewEvent],
     fan: &mut super::webhooks::FanOut,

@@ -1,3 +1,5 @@
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::types::Json;
@@ -12,13 +14,18 @@ use crate::{
 };
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{ChannelIdentity, ChannelType};
+use switchboard_domain::contact::{Contact, Conversation};
 use switchboard_domain::event::Effects;
 use switchboard_domain::message::timeline::{self, StepKind};
 use switchboard_domain::message::{Direction, MessageStatus, MessageType};
 
 use super::Conn;
-use super::contacts::{contact_by_phone, contact_by_telegram, fetch_contact};
-use super::conversations::{fetch_conversation, open_conversation_of, open_or_continue};
+use super::contacts::{
+    contact_by_phone, contact_by_telegram, contacts_by_ids, contacts_by_phones, fetch_contact,
+};
+use super::conversations::{
+    fetch_conversation, open_conversation_of, open_conversations_of, open_or_continue,
+};
 
 macro_rules! select_messages {
     ($rest:literal) => {
@@ -402,9 +409,6 @@ pub(super) async fn write_outbound_group(
     conn: &mut Conn,
     records: &[GroupRecord<'_>],
 ) -> StoreResult<Vec<RecordedOutbound>> {
-    use std::collections::HashMap;
-    use switchboard_domain::contact::{Contact, Conversation};
-
     // The recipients: existing contacts read together, missing ones created in order.
     let ids: Vec<i64> = records
         .iter()
@@ -413,7 +417,7 @@ pub(super) async fn write_outbound_group(
             RecipientRef::Phone(_) => None,
         })
         .collect();
-    let by_id: HashMap<i64, Contact> = super::contacts::contacts_by_ids(conn, &ids)
+    let by_id: HashMap<i64, Contact> = contacts_by_ids(conn, &ids)
         .await?
         .into_iter()
         .map(|c| (c.id, c))
@@ -435,7 +439,7 @@ pub(super) async fn write_outbound_group(
                 RecipientRef::Contact(_) => None,
             })
             .collect();
-        for c in super::contacts::contacts_by_phones(conn, org, &phones).await? {
+        for c in contacts_by_phones(conn, org, &phones).await? {
             if let Some(p) = &c.phone {
                 by_phone.insert((org, p.as_str().to_owned()), c.clone());
             }
@@ -478,7 +482,7 @@ pub(super) async fn write_outbound_group(
             .collect();
         of.sort_unstable();
         of.dedup();
-        for c in super::conversations::open_conversations_of(conn, channel, &of).await? {
+        for c in open_conversations_of(conn, channel, &of).await? {
             open.insert((c.contact_id, c.channel_id), c);
         }
     }

@@ -124,7 +124,7 @@ impl WriteTx<'_> {
         if let Some(events) = self.deferred.take() {
             let mut own = super::webhooks::FanOut::default();
             let fan = self.shared_fan.as_mut().unwrap_or(&mut own);
-            self.deliveries |= super::events::write_deferred_tx(&mut self.tx, &events, fan).await?;
+            self.deliveries |= super::events::write_events_tx(&mut self.tx, &events, fan).await?;
         }
         if self.deliveries && !dialect::NOTIFY_DELIVERIES.is_empty() {
             sqlx::query(dialect::NOTIFY_DELIVERIES)
