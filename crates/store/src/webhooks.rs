@@ -291,6 +291,15 @@ pub trait DeliveryStore: Send + Sync {
         &self,
         outcomes: Vec<AttemptOutcome>,
     ) -> StoreResult<Vec<AttemptRecorded>>;
+    /// Records `outcomes` (as `record_attempts`) and then claims (as `claim_deliveries`) in one
+    /// transaction: the dispatcher's usual step under load, one commit where there would be
+    /// two. A chain whose head an outcome ended has its next delivery released before the
+    /// claim, which may take it. Nothing is written if either part fails.
+    async fn record_and_claim(
+        &self,
+        outcomes: Vec<AttemptOutcome>,
+        claim: &ClaimRequest,
+    ) -> StoreResult<(Vec<AttemptRecorded>, Vec<ClaimedDelivery>)>;
     /// When the next delivery becomes due (`None`: nothing scheduled).
     async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>>;
     /// The backlog at `now`: how many deliveries are due (or overdue), and the oldest due time.

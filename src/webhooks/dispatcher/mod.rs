@@ -10,8 +10,11 @@
 //! 2. **Send** each attempt outside any transaction: a signed POST through a client whose DNS
 //!    resolver keeps only public addresses (connecting to the checked address), with no
 //!    redirects and no proxy, within `SWITCHBOARD_WEBHOOK_TIMEOUT`.
-//! 3. **Record** the outcome in a second short transaction, conditional on still holding the
-//!    lease (`WebhookStore::record_attempt`), with its effects on the endpoint's health.
+//! 3. **Record** the outcome, conditional on still holding the lease, with its effects on the
+//!    endpoint's health (`WebhookStore::record_attempts`): the record loop (`recording.rs`)
+//!    writes outcomes in batches, and when no other claim is under way it claims the next
+//!    deliveries for the slots those attempts freed in the same transaction
+//!    (`WebhookStore::record_and_claim`), so that under load a batch costs one commit.
 //!
 //! The dispatcher wakes at once when this process commits deliveries (the store's outbox
 //! signal), when another instance does (on PostgreSQL: the store listens to its `NOTIFY`; both
@@ -24,9 +27,10 @@
 mod attempt;
 mod recording;
 
-use recording::{ToRecord, outcome_label, recorder};
+use recording::{ToRecord, outcome_label};
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -91,7 +95,20 @@ pub struct Dispatcher {
     freed: Notify,
     in_flight: Mutex<HashMap<i64, usize>>,
     wake: switchboard_store::Wakeups,
+    /// Where attempts send their outcomes; the dispatcher loop records them, together with
+    /// its next claim.
     recorder: mpsc::UnboundedSender<ToRecord>,
+    outcomes: Mutex<Option<mpsc::UnboundedReceiver<ToRecord>>>,
+    /// Held while claiming and starting the claimed attempts: the claim loop and the record
+    /// loop both claim, one at a time.
+    claiming: tokio::sync::Mutex<()>,
+    /// Cleared (under `claiming`) when the dispatcher stops claiming at shutdown.
+    claims_open: AtomicBool,
+    /// Under load, claims wait until this many slots are free (an eighth of the slots, 1 to 16).
+    low_water: usize,
+    attempts: TaskTracker,
+    /// Cancelled after the grace period: attempts still in flight hand their deliveries back.
+    hard_stop: CancellationToken,
 }
 
 impl Dispatcher {
@@ -105,9 +122,9 @@ impl Dispatcher {
             allow_private: config.webhook_allow_private_targets,
         };
         let (recorder_tx, recorder_rx) = mpsc::unbounded_channel();
-        tokio::spawn(recorder(store.clone(), recorder_rx));
         Arc::new(Dispatcher {
             recorder: recorder_tx,
+            outcomes: Mutex::new(Some(recorder_rx)),
             wake: store.wakeups(),
             store,
             secrets,
@@ -127,58 +144,45 @@ impl Dispatcher {
             capacity: config.webhook_concurrency,
             freed: Notify::new(),
             in_flight: Mutex::new(HashMap::new()),
+            claiming: tokio::sync::Mutex::new(()),
+            claims_open: AtomicBool::new(true),
+            low_water: (config.webhook_concurrency / 8).clamp(1, 16),
+            attempts: TaskTracker::new(),
+            hard_stop: CancellationToken::new(),
         })
     }
 
     /// Runs until `shutdown`, then drains (see the module documentation).
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        let attempts = TaskTracker::new();
-        let hard_stop = CancellationToken::new();
+        let outcomes = self
+            .outcomes
+            .lock()
+            .unwrap()
+            .take()
+            .expect("the dispatcher runs once");
+        let recording = tokio::spawn(self.clone().record_loop(outcomes));
         tracing::info!(
             concurrency = self.global.available_permits(),
             per_endpoint = self.per_endpoint,
             "webhook dispatcher started"
         );
-        // Under load, claim in batches: once attempts are in flight, wait until a few slots
-        // are free (or new work arrives) instead of one claim transaction per finished attempt.
-        let low_water = (self.capacity / 8).clamp(1, 16);
         let mut eager = true;
         let mut failures = 0u32;
         while !shutdown.is_cancelled() {
-            let available = self
-                .global
-                .available_permits()
-                .min(self.unrecorded.available_permits());
-            let free = available.min(CLAIM_BATCH);
-            let idle = self.global.available_permits() == self.capacity;
+            // Claims are made one at a time (here or with a batch of outcomes in the record
+            // loop), each from the room left by the ones before.
+            let claiming = self.claiming.lock().await;
+            let limit = self.claim_limit(eager);
             let mut claimed = 0;
-            let eligible = free > 0 && (eager || idle || available >= low_water);
-            if eligible {
-                match self.claim(free).await {
+            if limit > 0 {
+                match self.claim(limit).await {
                     Ok(batch) => {
                         failures = 0;
                         claimed = batch.len();
-                        for d in batch {
-                            let permit = self
-                                .global
-                                .clone()
-                                .try_acquire_owned()
-                                .expect("only the dispatcher loop takes permits");
-                            let pending = self
-                                .unrecorded
-                                .clone()
-                                .try_acquire_owned()
-                                .expect("only the dispatcher loop takes permits");
-                            let this = self.clone();
-                            let stop = hard_stop.clone();
-                            attempts.spawn(async move {
-                                this.clone().deliver(d, stop, permit).await;
-                                drop(pending);
-                                this.freed.notify_one();
-                            });
-                        }
+                        self.launch(batch);
                     }
                     Err(e) => {
+                        drop(claiming);
                         failures += 1;
                         tracing::warn!(error = %e, "could not claim webhook deliveries; retrying");
                         let pause = Duration::from_millis(200 * u64::from(failures.min(25)));
@@ -189,11 +193,12 @@ impl Dispatcher {
                     }
                 }
             }
+            drop(claiming);
             if claimed > 0 && self.global.available_permits() > 0 {
                 eager = true;
                 continue; // more may be due (and saturated endpoints are now excluded)
             }
-            let wait = if !eligible || claimed > 0 {
+            let wait = if limit == 0 || claimed > 0 {
                 self.poll_interval
             } else {
                 self.until_next_due().await
@@ -205,6 +210,11 @@ impl Dispatcher {
                 _ = tokio::time::sleep(wait) => true,
             };
         }
+        {
+            let _claiming = self.claiming.lock().await;
+            self.claims_open.store(false, Ordering::SeqCst);
+        }
+        let attempts = &self.attempts;
         attempts.close();
         if !attempts.is_empty() {
             tracing::info!(
@@ -220,10 +230,53 @@ impl Dispatcher {
                 in_flight = attempts.len(),
                 "attempts still in flight after the grace period; handing their deliveries back"
             );
-            hard_stop.cancel();
+            self.hard_stop.cancel();
             let _ = tokio::time::timeout(HANDBACK_TIME, attempts.wait()).await;
         }
+        // Every attempt has had its outcome recorded (or the hand-back time is over).
+        recording.abort();
         tracing::info!("webhook dispatcher stopped");
+    }
+
+    /// How many deliveries to claim now: as many as there are free slots and room among the
+    /// unrecorded outcomes (at most [`CLAIM_BATCH`]). Under load (not `eager`, attempts in
+    /// flight) a claim waits until a few slots are free instead of one claim transaction per
+    /// finished attempt. Called with `claiming` held.
+    fn claim_limit(&self, eager: bool) -> usize {
+        let available = self
+            .global
+            .available_permits()
+            .min(self.unrecorded.available_permits());
+        let idle = self.global.available_permits() == self.capacity;
+        if available > 0 && (eager || idle || available >= self.low_water) {
+            available.min(CLAIM_BATCH)
+        } else {
+            0
+        }
+    }
+
+    /// Starts an attempt for each claimed delivery, each with its slot and its place among
+    /// the unrecorded outcomes. Called with `claiming` held, right after the claim.
+    fn launch(self: &Arc<Self>, claims: Vec<ClaimedDelivery>) {
+        for d in claims {
+            let permit = self
+                .global
+                .clone()
+                .try_acquire_owned()
+                .expect("claims are sized to the free slots under the claiming lock");
+            let pending = self
+                .unrecorded
+                .clone()
+                .try_acquire_owned()
+                .expect("claims are sized to the free slots under the claiming lock");
+            let this = self.clone();
+            let stop = self.hard_stop.clone();
+            self.attempts.spawn(async move {
+                this.clone().deliver(d, stop, permit).await;
+                drop(pending);
+                this.freed.notify_one();
+            });
+        }
     }
 
     async fn until_next_due(&self) -> Duration {
@@ -243,24 +296,34 @@ impl Dispatcher {
     }
 
     async fn claim(&self, limit: usize) -> switchboard_store::StoreResult<Vec<ClaimedDelivery>> {
-        let now = self.clock.now();
-        let in_flight = self.in_flight.lock().unwrap().clone();
+        metrics::counter!("switchboard_webhook_claims_total", "with" => "alone").increment(1);
         let batch = self
             .store
-            .claim_deliveries(&ClaimRequest {
-                token: Uuid::new_v4(),
-                now,
-                lease_until: now.saturating_add(self.timeout + LEASE_MARGIN),
-                limit,
-                per_endpoint: self.per_endpoint,
-                in_flight,
-            })
+            .claim_deliveries(&self.claim_request(limit))
             .await?;
+        self.claimed(&batch);
+        Ok(batch)
+    }
+
+    /// A claim of up to `limit` deliveries now, within each endpoint's room in this instance.
+    fn claim_request(&self, limit: usize) -> ClaimRequest {
+        let now = self.clock.now();
+        ClaimRequest {
+            token: Uuid::new_v4(),
+            now,
+            lease_until: now.saturating_add(self.timeout + LEASE_MARGIN),
+            limit,
+            per_endpoint: self.per_endpoint,
+            in_flight: self.in_flight.lock().unwrap().clone(),
+        }
+    }
+
+    /// Counts claimed deliveries against their endpoints' room.
+    fn claimed(&self, batch: &[ClaimedDelivery]) {
         let mut map = self.in_flight.lock().unwrap();
-        for d in &batch {
+        for d in batch {
             *map.entry(endpoint_key(d)).or_default() += 1;
         }
-        Ok(batch)
     }
 
     fn release_slot(&self, key: i64) {

@@ -1,6 +1,9 @@
 //! Recording attempt outcomes: one transaction per attempt under light load, batches of up to
-//! [`RECORD_BATCH`] under load.
+//! [`RECORD_BATCH`] under load, with the next claim in the same transaction when one can be
+//! made (`DeliveryStore::record_and_claim`).
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -13,10 +16,9 @@ use switchboard_store::webhooks::{
 use super::{Dispatcher, RECORD_BATCH};
 
 impl Dispatcher {
-    /// Records an outcome, retrying a few times if the database is briefly unavailable. If it
-    /// cannot be recorded, the lease expires and another attempt is made.
-    /// Records an outcome through the recorder (which batches outcomes into one transaction
-    /// under load) and logs what happened.
+    /// Hands an outcome to the dispatcher loop, which records it (in a batch under load, with
+    /// its next claim), and logs what happened. If it cannot be recorded, the lease expires and
+    /// another attempt is made.
     pub(super) async fn record(&self, outcome: AttemptOutcome, d: &ClaimedDelivery) {
         let (reply, answer) = oneshot::channel();
         if self.recorder.send(ToRecord { outcome, reply }).is_err() {
@@ -60,52 +62,90 @@ impl Dispatcher {
 
 /// An outcome waiting to be recorded, and who waits for the result.
 pub(super) struct ToRecord {
-    outcome: AttemptOutcome,
+    pub(super) outcome: AttemptOutcome,
     reply: oneshot::Sender<Option<AttemptRecorded>>,
 }
 
-/// Records outcomes as they come, up to [`RECORD_BATCH`] per transaction: one transaction per
-/// attempt when the load is light, fewer and larger ones under load. A batch that fails is
-/// retried a few times (the database may be briefly unavailable), then recorded outcome by
-/// outcome so that one bad outcome cannot hold the others back.
-pub(super) async fn recorder(store: SharedStore, mut rx: mpsc::UnboundedReceiver<ToRecord>) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < RECORD_BATCH {
-            match rx.try_recv() {
-                Ok(next) => batch.push(next),
-                Err(_) => break,
+impl Dispatcher {
+    /// Records outcomes as they come, up to [`RECORD_BATCH`] per transaction: one transaction
+    /// per attempt when the load is light, fewer and larger ones under load. When no claim is
+    /// under way and slots are free (those of the attempts just finished), the same
+    /// transaction claims the next deliveries (`DeliveryStore::record_and_claim`): one commit
+    /// instead of two. Runs until the dispatcher has stopped (only recording once claims are
+    /// closed at shutdown).
+    pub(super) async fn record_loop(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<ToRecord>) {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < RECORD_BATCH {
+                match rx.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
             }
-        }
-        let outcomes: Vec<AttemptOutcome> = batch.iter().map(|b| b.outcome.clone()).collect();
-        let mut pause = Duration::from_millis(100);
-        let mut results = None;
-        for i in 0..6 {
-            match store.record_attempts(outcomes.clone()).await {
-                Ok(r) => {
-                    results = Some(r);
-                    break;
+            let claiming = self
+                .claiming
+                .try_lock()
+                .ok()
+                .filter(|_| self.claims_open.load(Ordering::SeqCst));
+            let limit = match &claiming {
+                Some(_) => self.claim_limit(false),
+                None => 0,
+            };
+            if limit == 0 {
+                drop(claiming);
+                record_batch(&self.store, batch).await;
+                continue;
+            }
+            let outcomes: Vec<AttemptOutcome> = batch.iter().map(|b| b.outcome.clone()).collect();
+            let req = self.claim_request(limit);
+            metrics::counter!("switchboard_webhook_claims_total", "with" => "outcomes")
+                .increment(1);
+            match self.store.record_and_claim(outcomes, &req).await {
+                Ok((results, claims)) => {
+                    self.claimed(&claims);
+                    self.launch(claims);
+                    drop(claiming);
+                    answer(batch, results);
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, try_ = i + 1, outcomes = outcomes.len(), "could not record delivery attempts");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(2));
+                    drop(claiming);
+                    tracing::warn!(error = %e, outcomes = batch.len(), "could not record delivery attempts with a claim; recording them alone");
+                    record_batch(&self.store, batch).await;
                 }
             }
         }
-        match results {
-            Some(results) => {
-                for (b, r) in batch.into_iter().zip(results) {
-                    let _ = b.reply.send(Some(r));
-                }
+    }
+}
+
+/// Records a batch of outcomes in one transaction. A batch that fails is retried a few times
+/// (the database may be briefly unavailable), then recorded outcome by outcome so that one bad
+/// outcome cannot hold the others back.
+async fn record_batch(store: &SharedStore, batch: Vec<ToRecord>) {
+    let outcomes: Vec<AttemptOutcome> = batch.iter().map(|b| b.outcome.clone()).collect();
+    let mut pause = Duration::from_millis(100);
+    for i in 0..6 {
+        match store.record_attempts(outcomes.clone()).await {
+            Ok(results) => {
+                answer(batch, results);
+                return;
             }
-            None => {
-                for b in batch {
-                    let r = store.record_attempt(b.outcome).await.ok();
-                    let _ = b.reply.send(r);
-                }
+            Err(e) => {
+                tracing::warn!(error = %e, try_ = i + 1, outcomes = outcomes.len(), "could not record delivery attempts");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
             }
         }
+    }
+    for b in batch {
+        let r = store.record_attempt(b.outcome).await.ok();
+        let _ = b.reply.send(r);
+    }
+}
+
+/// Gives each waiting attempt its result (in the order of the batch).
+fn answer(batch: Vec<ToRecord>, results: Vec<AttemptRecorded>) {
+    for (b, r) in batch.into_iter().zip(results) {
+        let _ = b.reply.send(Some(r));
     }
 }
 

@@ -26,6 +26,7 @@ conformance!(
     outcomes_update_deliveries_and_health,
     endpoints_are_disabled_at_the_threshold,
     outcomes_are_recorded_in_batches,
+    outcomes_and_the_next_claim_share_a_transaction,
     successes_in_a_batch_keep_their_times_and_reset_health,
     ledger_queries_retry_and_purge,
     legacy_records_share_the_fan_out,
@@ -1097,6 +1098,86 @@ async fn outcomes_are_recorded_in_batches(s: SharedStore) {
     assert!(d.in_flight, "the stale claim recorded nothing");
     assert!(attempts.is_empty());
     assert_eq!(s.record_attempts(Vec::new()).await.unwrap(), Vec::new());
+}
+
+async fn outcomes_and_the_next_claim_share_a_transaction(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let mut new = endpoint(org.id, "https://a.example.com/ordered", &["security.*"]);
+    new.ordering = EndpointOrdering::PerContact;
+    let ordered = s.create_endpoint(new, no_effects()).await.unwrap();
+    let plain = create(&s, org.id, "https://a.example.com/plain", &["security.*"]).await;
+    let contact = Uuid::new_v4();
+    let mut events = Vec::new();
+    for i in 0..2 {
+        let e = NewEvent::new(
+            org.id,
+            "security.api_key_created",
+            json!({"contact_uuid": contact.to_string(), "n": i}),
+            None,
+            t(100 + i),
+        );
+        s.write_effects(Effects::none().event(e.clone()))
+            .await
+            .unwrap();
+        events.push(e);
+    }
+    // The ordered endpoint's chain has its head due and its second delivery held; the plain
+    // endpoint has both due.
+    let first = s.claim_deliveries(&claim(1000, 100, 100)).await.unwrap();
+    assert_eq!(first.len(), 3, "{first:?}");
+    let on = |c: &ClaimedDelivery, e: &EndpointRecord| c.endpoint.as_ref().unwrap().id == e.id;
+    let head = first.iter().find(|c| on(c, &ordered)).unwrap();
+    assert_eq!(head.event.uuid, events[0].uuid);
+    let mut on_plain = first.iter().filter(|c| on(c, &plain));
+    let p1 = on_plain.next().unwrap();
+    let p2 = on_plain.next().unwrap();
+    let mut stale = outcome(p2, 1100, Disposition::Delivered, Some(200));
+    stale.token = Uuid::new_v4();
+    let outcomes = vec![
+        outcome(head, 1100, Disposition::Delivered, Some(200)),
+        outcome(p1, 1100, Disposition::Delivered, Some(200)),
+        stale,
+    ];
+    let next = claim(1100, 100, 100);
+    let (results, claimed) = s.record_and_claim(outcomes, &next).await.unwrap();
+    let delivered = AttemptRecorded::Done {
+        status: DeliveryStatus::Delivered,
+        endpoint_disabled: false,
+    };
+    assert_eq!(
+        results,
+        vec![delivered.clone(), delivered, AttemptRecorded::LeaseLost]
+    );
+    // The head's outcome released the chain's next delivery, and the same transaction's
+    // claim took it (the plain endpoint's second delivery is still held by its first claim).
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!(claimed[0].event.uuid, events[1].uuid);
+    assert_eq!(claimed[0].token, next.token);
+    assert_eq!(claimed[0].attempt, 1);
+    assert!(on(&claimed[0], &ordered));
+    let (d, attempts, _) = s.get_delivery(org.id, head.uuid).await.unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(attempts.len(), 1);
+    let (d, _, _) = s.get_delivery(org.id, p2.uuid).await.unwrap();
+    assert!(d.in_flight, "the stale outcome recorded nothing");
+    // Outcomes only (a claim of none), and a claim only.
+    let (results, claimed) = s
+        .record_and_claim(
+            vec![outcome(p2, 1200, Disposition::Delivered, Some(200))],
+            &claim(1200, 0, 100),
+        )
+        .await
+        .unwrap();
+    assert_eq!(results.len(), 1);
+    assert!(claimed.is_empty());
+    let (d, _, _) = s.get_delivery(org.id, p2.uuid).await.unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    let (results, claimed) = s
+        .record_and_claim(Vec::new(), &claim(1300, 100, 100))
+        .await
+        .unwrap();
+    assert!(results.is_empty());
+    assert!(claimed.is_empty(), "nothing else is due: {claimed:?}");
 }
 
 async fn successes_in_a_batch_keep_their_times_and_reset_health(s: SharedStore) {

@@ -9,6 +9,7 @@ use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
+use super::super::write::WriteTx;
 use super::endpoints::{endpoint_status, hold_deliveries};
 use super::{Backend, Conn, Db, dialect, push_in_list};
 use crate::webhooks::*;
@@ -323,60 +324,57 @@ async fn record_one(
     ))
 }
 
-#[async_trait]
-impl DeliveryStore for Backend {
-    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
-        if req.limit == 0 {
-            return Ok(Vec::new());
-        }
-        let saturated: Vec<i64> = req
-            .in_flight
-            .iter()
-            .filter(|(_, n)| **n >= req.per_endpoint)
-            .map(|(id, _)| *id)
-            .collect();
-        let scan = (req.limit * 4).clamp(16, 1000) as i64;
-        let mut tx = self.write().await?;
-        let mut qb = QueryBuilder::<Db>::new(
-            "SELECT id, endpoint_id, attempts, lease_token, last_attempt_at FROM webhook_deliveries
+/// Claims due deliveries inside `tx` (see [`ClaimRequest`]).
+async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
+    if req.limit == 0 {
+        return Ok(Vec::new());
+    }
+    let saturated: Vec<i64> = req
+        .in_flight
+        .iter()
+        .filter(|(_, n)| **n >= req.per_endpoint)
+        .map(|(id, _)| *id)
+        .collect();
+    let scan = (req.limit * 4).clamp(16, 1000) as i64;
+    let mut qb = QueryBuilder::<Db>::new(
+        "SELECT id, endpoint_id, attempts, lease_token, last_attempt_at FROM webhook_deliveries
              WHERE due_at IS NOT NULL AND due_at <= ",
-        );
-        qb.push_bind(req.now);
-        if !saturated.is_empty() {
-            qb.push(" AND (endpoint_id IS NULL OR endpoint_id NOT");
-            push_in_list(&mut qb, &saturated);
-            qb.push(")");
-        }
-        qb.push(" ORDER BY due_at, id LIMIT ")
-            .push_bind(scan)
-            .push(dialect::SKIP_LOCKED);
-        let candidates: Vec<CandidateRow> = qb.build_query_as().fetch_all(&mut *tx).await?;
+    );
+    qb.push_bind(req.now);
+    if !saturated.is_empty() {
+        qb.push(" AND (endpoint_id IS NULL OR endpoint_id NOT");
+        push_in_list(&mut qb, &saturated);
+        qb.push(")");
+    }
+    qb.push(" ORDER BY due_at, id LIMIT ")
+        .push_bind(scan)
+        .push(dialect::SKIP_LOCKED);
+    let candidates: Vec<CandidateRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
 
-        // Keep within each endpoint's room in this instance.
-        let mut used: HashMap<i64, usize> = HashMap::new();
-        let mut chosen: Vec<CandidateRow> = Vec::new();
-        for c in candidates {
-            if chosen.len() >= req.limit {
-                break;
-            }
-            let key = c.endpoint_id.unwrap_or(0);
-            let n = used
-                .entry(key)
-                .or_insert_with(|| req.in_flight.get(&key).copied().unwrap_or(0));
-            if *n >= req.per_endpoint {
-                continue;
-            }
-            *n += 1;
-            chosen.push(c);
+    // Keep within each endpoint's room in this instance.
+    let mut used: HashMap<i64, usize> = HashMap::new();
+    let mut chosen: Vec<CandidateRow> = Vec::new();
+    for c in candidates {
+        if chosen.len() >= req.limit {
+            break;
         }
-        if chosen.is_empty() {
-            tx.commit(Effects::none()).await?;
-            return Ok(Vec::new());
+        let key = c.endpoint_id.unwrap_or(0);
+        let n = used
+            .entry(key)
+            .or_insert_with(|| req.in_flight.get(&key).copied().unwrap_or(0));
+        if *n >= req.per_endpoint {
+            continue;
         }
-        // A claim whose lease expired: its attempt was interrupted (the instance stopped).
-        for c in chosen.iter().filter(|c| c.lease_token.is_some()) {
-            insert_attempt(
-                &mut tx,
+        *n += 1;
+        chosen.push(c);
+    }
+    if chosen.is_empty() {
+        return Ok(Vec::new());
+    }
+    // A claim whose lease expired: its attempt was interrupted (the instance stopped).
+    for c in chosen.iter().filter(|c| c.lease_token.is_some()) {
+        insert_attempt(
+                tx,
                 c.id,
                 &AttemptRecord {
                     number: c.attempts,
@@ -394,23 +392,22 @@ impl DeliveryStore for Backend {
                 },
             )
             .await?;
-        }
-        let ids: Vec<i64> = chosen.iter().map(|c| c.id).collect();
-        let mut qb = QueryBuilder::<Db>::new(
-            "UPDATE webhook_deliveries SET attempts = attempts + 1, due_at = ",
-        );
-        qb.push_bind(req.lease_until)
-            .push(", lease_token = ")
-            .push_bind(req.token)
-            .push(", next_attempt_at = NULL, last_attempt_at = ")
-            .push_bind(req.now)
-            .push(", updated_at = ")
-            .push_bind(req.now)
-            .push(" WHERE id");
-        push_in_list(&mut qb, &ids);
-        qb.build().execute(&mut *tx).await?;
+    }
+    let ids: Vec<i64> = chosen.iter().map(|c| c.id).collect();
+    let mut qb =
+        QueryBuilder::<Db>::new("UPDATE webhook_deliveries SET attempts = attempts + 1, due_at = ");
+    qb.push_bind(req.lease_until)
+        .push(", lease_token = ")
+        .push_bind(req.token)
+        .push(", next_attempt_at = NULL, last_attempt_at = ")
+        .push_bind(req.now)
+        .push(", updated_at = ")
+        .push_bind(req.now)
+        .push(" WHERE id");
+    push_in_list(&mut qb, &ids);
+    qb.build().execute(&mut **tx).await?;
 
-        let mut qb = QueryBuilder::<Db>::new(
+    let mut qb = QueryBuilder::<Db>::new(
             "SELECT d.id, d.uuid, d.org_id, d.attempts, ev.uuid AS event_uuid, ev.org_id AS event_org_id,
                     ev.name AS event_name, ev.data AS event_data, ev.channel AS event_channel, ev.occurred_at,
                     ep.id AS ep_id, ep.uuid AS ep_uuid, ep.url AS ep_url, ep.headers AS ep_headers,
@@ -421,72 +418,169 @@ impl DeliveryStore for Backend {
              LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
              WHERE d.id",
         );
-        push_in_list(&mut qb, &ids);
-        qb.push(" ORDER BY d.id");
-        let rows: Vec<ClaimRow> = qb.build_query_as().fetch_all(&mut *tx).await?;
-        // Retired secrets still in their grace period, for the endpoints of this batch.
-        let endpoint_ids: Vec<i64> = rows
-            .iter()
-            .filter_map(|r| r.ep_id)
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .collect();
-        let mut retired: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
-        if !endpoint_ids.is_empty() {
-            let mut qb = QueryBuilder::<Db>::new(
-                "SELECT endpoint_id, signing_secret FROM webhook_endpoint_secrets WHERE expires_at > ",
-            );
-            qb.push_bind(req.now).push(" AND endpoint_id");
-            push_in_list(&mut qb, &endpoint_ids);
-            qb.push(" ORDER BY expires_at DESC, id DESC");
-            let secrets: Vec<(i64, Vec<u8>)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-            for (endpoint_id, sealed) in secrets {
-                retired.entry(endpoint_id).or_default().push(sealed);
+    push_in_list(&mut qb, &ids);
+    qb.push(" ORDER BY d.id");
+    let rows: Vec<ClaimRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
+    // Retired secrets still in their grace period, for the endpoints of this batch.
+    let endpoint_ids: Vec<i64> = rows
+        .iter()
+        .filter_map(|r| r.ep_id)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let mut retired: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
+    if !endpoint_ids.is_empty() {
+        let mut qb = QueryBuilder::<Db>::new(
+            "SELECT endpoint_id, signing_secret FROM webhook_endpoint_secrets WHERE expires_at > ",
+        );
+        qb.push_bind(req.now).push(" AND endpoint_id");
+        push_in_list(&mut qb, &endpoint_ids);
+        qb.push(" ORDER BY expires_at DESC, id DESC");
+        let secrets: Vec<(i64, Vec<u8>)> = qb.build_query_as().fetch_all(&mut **tx).await?;
+        for (endpoint_id, sealed) in secrets {
+            retired.entry(endpoint_id).or_default().push(sealed);
+        }
+    }
+
+    rows.into_iter()
+        .map(|r| {
+            let endpoint = match (r.ep_id, r.ep_uuid, r.ep_url, r.ep_status) {
+                (Some(id), Some(uuid), Some(url), Some(status)) => Some(ClaimedEndpoint {
+                    id,
+                    uuid,
+                    url,
+                    headers: r.ep_headers.map(|h| h.0).unwrap_or_default(),
+                    sealed_secret: r.ep_secret.unwrap_or_default(),
+                    status: endpoint_status(&status)?,
+                    deleted: r.ep_deleted_at.is_some(),
+                    legacy: r.ep_legacy.unwrap_or(false),
+                    retired_secrets: retired.remove(&id).unwrap_or_default(),
+                }),
+                _ => None,
+            };
+            let event = NewEvent {
+                uuid: r.event_uuid,
+                org_id: r.event_org_id,
+                name: r.event_name,
+                data: r.event_data.0,
+                channel: r.event_channel.map(|c| c.0),
+                occurred_at: r.occurred_at,
+                test: false,
+                trace: r.event_trace,
+            };
+            // Events written before envelopes were kept have their envelope built now.
+            let envelope = r.envelope.unwrap_or_else(|| event.envelope_text());
+            Ok(ClaimedDelivery {
+                id: r.id,
+                token: req.token,
+                uuid: r.uuid,
+                org_id: r.org_id,
+                attempt: r.attempts,
+                event,
+                envelope,
+                sequence: r.sequence,
+                endpoint,
+            })
+        })
+        .collect()
+}
+
+/// Records outcomes inside `tx`; the results are in the order of `outcomes`.
+async fn record_in(
+    tx: &mut WriteTx<'_>,
+    outcomes: &[AttemptOutcome],
+) -> StoreResult<Vec<AttemptRecorded>> {
+    let mut results = vec![AttemptRecorded::LeaseLost; outcomes.len()];
+    if outcomes.is_empty() {
+        return Ok(results);
+    }
+    // The deliveries still held by these claims.
+    let ids: Vec<i64> = outcomes.iter().map(|o| o.delivery_id).collect();
+    let mut qb = QueryBuilder::<Db>::new(
+            "SELECT d.id, d.org_id, d.uuid, ev.uuid AS event_uuid, d.endpoint_id, d.event_name, d.attempts, d.lease_token,
+                    d.order_key
+             FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id WHERE d.id",
+        );
+    push_in_list(&mut qb, &ids);
+    let rows: Vec<LeasedRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
+    let leased: HashMap<i64, LeasedRow> = rows.into_iter().map(|r| (r.id, r)).collect();
+    // Endpoints in id order, each locked before its deliveries are updated: the same lock
+    // order as endpoint changes, and across concurrent batches.
+    let mut order: Vec<usize> = (0..outcomes.len())
+        .filter(|&i| {
+            leased
+                .get(&outcomes[i].delivery_id)
+                .is_some_and(|d| d.lease_token == Some(outcomes[i].token))
+        })
+        .collect();
+    order.sort_by_key(|&i| {
+        let d = &leased[&outcomes[i].delivery_id];
+        (d.endpoint_id.unwrap_or(0), d.id)
+    });
+    // Successes whose endpoint has no failure count to reset change nothing but their
+    // delivery and its attempt log: they are recorded together, in a few statements.
+    let (fast, order) = split_plain_successes(tx, outcomes, &leased, order).await?;
+    let mut endpoints: HashMap<i64, Option<EndpointHealth>> = HashMap::new();
+    let mut ended_chains: Vec<(i64, Uuid)> = Vec::new();
+    for i in order {
+        let o = &outcomes[i];
+        let d = &leased[&o.delivery_id];
+        let endpoint = match d.endpoint_id {
+            Some(id) => {
+                if let std::collections::hash_map::Entry::Vacant(slot) = endpoints.entry(id) {
+                    slot.insert(lock_health(tx, id).await?);
+                }
+                endpoints
+                    .get_mut(&id)
+                    .and_then(Option::as_mut)
+                    .map(|h| (id, h))
+            }
+            None => None,
+        };
+        let (recorded, effects) = record_one(tx, o, d, endpoint).await?;
+        tx.write_effects(&effects).await?;
+        if let (AttemptRecorded::Done { status, .. }, Some(e), Some(k)) =
+            (&recorded, d.endpoint_id, d.order_key)
+        {
+            if status.is_final() {
+                ended_chains.push((e, k));
             }
         }
-        tx.commit(Effects::none()).await?;
+        results[i] = recorded;
+    }
+    for i in record_successes(tx, outcomes, &fast).await? {
+        results[i] = AttemptRecorded::Done {
+            status: DeliveryStatus::Delivered,
+            endpoint_disabled: false,
+        };
+        let d = &leased[&outcomes[i].delivery_id];
+        if let (Some(e), Some(k)) = (d.endpoint_id, d.order_key) {
+            ended_chains.push((e, k));
+        }
+    }
+    // The chains whose head ended: their next delivery becomes due (in a fixed order, as
+    // every transaction takes chain locks).
+    ended_chains.sort_unstable();
+    ended_chains.dedup();
+    let now = outcomes[0].now;
+    for (endpoint_id, key) in ended_chains {
+        if super::chains::release_next(tx, endpoint_id, key, now).await? {
+            tx.deliveries_scheduled();
+        }
+    }
+    Ok(results)
+}
 
-        rows.into_iter()
-            .map(|r| {
-                let endpoint = match (r.ep_id, r.ep_uuid, r.ep_url, r.ep_status) {
-                    (Some(id), Some(uuid), Some(url), Some(status)) => Some(ClaimedEndpoint {
-                        id,
-                        uuid,
-                        url,
-                        headers: r.ep_headers.map(|h| h.0).unwrap_or_default(),
-                        sealed_secret: r.ep_secret.unwrap_or_default(),
-                        status: endpoint_status(&status)?,
-                        deleted: r.ep_deleted_at.is_some(),
-                        legacy: r.ep_legacy.unwrap_or(false),
-                        retired_secrets: retired.remove(&id).unwrap_or_default(),
-                    }),
-                    _ => None,
-                };
-                let event = NewEvent {
-                    uuid: r.event_uuid,
-                    org_id: r.event_org_id,
-                    name: r.event_name,
-                    data: r.event_data.0,
-                    channel: r.event_channel.map(|c| c.0),
-                    occurred_at: r.occurred_at,
-                    test: false,
-                    trace: r.event_trace,
-                };
-                // Events written before envelopes were kept have their envelope built now.
-                let envelope = r.envelope.unwrap_or_else(|| event.envelope_text());
-                Ok(ClaimedDelivery {
-                    id: r.id,
-                    token: req.token,
-                    uuid: r.uuid,
-                    org_id: r.org_id,
-                    attempt: r.attempts,
-                    event,
-                    envelope,
-                    sequence: r.sequence,
-                    endpoint,
-                })
-            })
-            .collect()
+#[async_trait]
+impl DeliveryStore for Backend {
+    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
+        if req.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.write().await?;
+        let claimed = claim_in(&mut tx, req).await?;
+        tx.commit(Effects::none()).await?;
+        Ok(claimed)
     }
 
     async fn record_attempt(&self, o: AttemptOutcome) -> StoreResult<AttemptRecorded> {
@@ -501,87 +595,30 @@ impl DeliveryStore for Backend {
         &self,
         outcomes: Vec<AttemptOutcome>,
     ) -> StoreResult<Vec<AttemptRecorded>> {
-        let mut results = vec![AttemptRecorded::LeaseLost; outcomes.len()];
         if outcomes.is_empty() {
-            return Ok(results);
+            return Ok(Vec::new());
         }
         let mut tx = self.write().await?;
-        // The deliveries still held by these claims.
-        let ids: Vec<i64> = outcomes.iter().map(|o| o.delivery_id).collect();
-        let mut qb = QueryBuilder::<Db>::new(
-            "SELECT d.id, d.org_id, d.uuid, ev.uuid AS event_uuid, d.endpoint_id, d.event_name, d.attempts, d.lease_token,
-                    d.order_key
-             FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id WHERE d.id",
-        );
-        push_in_list(&mut qb, &ids);
-        let rows: Vec<LeasedRow> = qb.build_query_as().fetch_all(&mut *tx).await?;
-        let leased: HashMap<i64, LeasedRow> = rows.into_iter().map(|r| (r.id, r)).collect();
-        // Endpoints in id order, each locked before its deliveries are updated: the same lock
-        // order as endpoint changes, and across concurrent batches.
-        let mut order: Vec<usize> = (0..outcomes.len())
-            .filter(|&i| {
-                leased
-                    .get(&outcomes[i].delivery_id)
-                    .is_some_and(|d| d.lease_token == Some(outcomes[i].token))
-            })
-            .collect();
-        order.sort_by_key(|&i| {
-            let d = &leased[&outcomes[i].delivery_id];
-            (d.endpoint_id.unwrap_or(0), d.id)
-        });
-        // Successes whose endpoint has no failure count to reset change nothing but their
-        // delivery and its attempt log: they are recorded together, in a few statements.
-        let (fast, order) = split_plain_successes(&mut tx, &outcomes, &leased, order).await?;
-        let mut endpoints: HashMap<i64, Option<EndpointHealth>> = HashMap::new();
-        let mut ended_chains: Vec<(i64, Uuid)> = Vec::new();
-        for i in order {
-            let o = &outcomes[i];
-            let d = &leased[&o.delivery_id];
-            let endpoint = match d.endpoint_id {
-                Some(id) => {
-                    if let std::collections::hash_map::Entry::Vacant(slot) = endpoints.entry(id) {
-                        slot.insert(lock_health(&mut tx, id).await?);
-                    }
-                    endpoints
-                        .get_mut(&id)
-                        .and_then(Option::as_mut)
-                        .map(|h| (id, h))
-                }
-                None => None,
-            };
-            let (recorded, effects) = record_one(&mut tx, o, d, endpoint).await?;
-            tx.write_effects(&effects).await?;
-            if let (AttemptRecorded::Done { status, .. }, Some(e), Some(k)) =
-                (&recorded, d.endpoint_id, d.order_key)
-            {
-                if status.is_final() {
-                    ended_chains.push((e, k));
-                }
-            }
-            results[i] = recorded;
-        }
-        for i in record_successes(&mut tx, &outcomes, &fast).await? {
-            results[i] = AttemptRecorded::Done {
-                status: DeliveryStatus::Delivered,
-                endpoint_disabled: false,
-            };
-            let d = &leased[&outcomes[i].delivery_id];
-            if let (Some(e), Some(k)) = (d.endpoint_id, d.order_key) {
-                ended_chains.push((e, k));
-            }
-        }
-        // The chains whose head ended: their next delivery becomes due (in a fixed order, as
-        // every transaction takes chain locks).
-        ended_chains.sort_unstable();
-        ended_chains.dedup();
-        let now = outcomes[0].now;
-        for (endpoint_id, key) in ended_chains {
-            if super::chains::release_next(&mut tx, endpoint_id, key, now).await? {
-                tx.deliveries_scheduled();
-            }
-        }
+        let results = record_in(&mut tx, &outcomes).await?;
         tx.commit(Effects::none()).await?;
         Ok(results)
+    }
+
+    async fn record_and_claim(
+        &self,
+        outcomes: Vec<AttemptOutcome>,
+        claim: &ClaimRequest,
+    ) -> StoreResult<(Vec<AttemptRecorded>, Vec<ClaimedDelivery>)> {
+        if outcomes.is_empty() && claim.limit == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let mut tx = self.write().await?;
+        // Outcomes first: a chain whose head ended releases its next delivery, which this
+        // claim can then take.
+        let results = record_in(&mut tx, &outcomes).await?;
+        let claimed = claim_in(&mut tx, claim).await?;
+        tx.commit(Effects::none()).await?;
+        Ok((results, claimed))
     }
 
     async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>> {
