@@ -1123,7 +1123,7 @@ async fn concurrent_identical_requests_send_once(backend: Backend) {
 }
 
 /// A counter's value in the Prometheus text (0 when absent).
-fn counter(metrics: &str, name: &str) -> f64 {
+pub(crate) fn counter(metrics: &str, name: &str) -> f64 {
     metrics
         .lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())

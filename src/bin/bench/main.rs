@@ -299,6 +299,17 @@ async fn scenarios(
         )
         .await;
         out.delivery_latency_heavy = receiver.latency_summary();
+        // How the dispatcher claimed during the drain (servers without the counter print
+        // nothing).
+        if let Ok(r) = client.get(srv.url("/metrics")).send().await {
+            let text = r.text().await.unwrap_or_default();
+            for line in text
+                .lines()
+                .filter(|l| l.starts_with("switchboard_webhook_claims_total"))
+            {
+                eprintln!("    {line}");
+            }
+        }
 
         eprintln!("  plain client to the same receivers");
         let body = receiver.sample_body().unwrap_or_else(|| b"{}".to_vec());

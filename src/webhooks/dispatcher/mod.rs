@@ -66,7 +66,7 @@ pub const READ_LIMIT: usize = 16 * 1024;
 pub const EXCERPT_LIMIT: usize = 1024;
 /// How many attempts may await the recording of their outcome, per slot of concurrency. An
 /// attempt frees its slot (and its endpoint's) when its request is over, not when its outcome
-/// is recorded: the recorder writes outcomes in batches, and the slots stay busy sending.
+/// is recorded: the record loop writes outcomes in batches, and the slots stay busy sending.
 pub const UNRECORDED_FACTOR: usize = 4;
 /// Idle connections kept per host by the delivery client.
 pub const IDLE_PER_HOST: usize = 64;
@@ -87,7 +87,7 @@ pub struct Dispatcher {
     poll_interval: Duration,
     grace: Duration,
     global: Arc<Semaphore>,
-    /// Attempts made or in flight whose outcome is not recorded yet (bounds the recorder's
+    /// Attempts made or in flight whose outcome is not recorded yet (bounds the record loop's
     /// queue: [`UNRECORDED_FACTOR`] times the concurrency).
     unrecorded: Arc<Semaphore>,
     capacity: usize,
