@@ -202,6 +202,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Webhook endpoints disabled after consecutive failed deliveries.",
     ),
     (
+        "switchboard_webhook_claims_total",
+        "counter",
+        "Claim transactions of the webhook dispatcher, by whether the claim was made with a batch of outcomes (with=outcomes) or alone.",
+    ),
+    (
         "switchboard_webhook_deliveries_due",
         "gauge",
         "Webhook deliveries due now.",
