@@ -95,9 +95,10 @@ pub struct Dispatcher {
     freed: Notify,
     in_flight: Mutex<HashMap<i64, usize>>,
     wake: switchboard_store::Wakeups,
-    /// Where attempts send their outcomes; the dispatcher loop records them, together with
-    /// its next claim.
+    /// Where attempts send their outcomes; the record loop records them, with a claim when it
+    /// can make one.
     recorder: mpsc::UnboundedSender<ToRecord>,
+    /// The record loop's end of `recorder`, taken when the dispatcher starts running.
     outcomes: Mutex<Option<mpsc::UnboundedReceiver<ToRecord>>>,
     /// Held while claiming and starting the claimed attempts: the claim loop and the record
     /// loop both claim, one at a time.

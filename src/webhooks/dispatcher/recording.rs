@@ -16,8 +16,8 @@ use switchboard_store::webhooks::{
 use super::{Dispatcher, RECORD_BATCH};
 
 impl Dispatcher {
-    /// Hands an outcome to the dispatcher loop, which records it (in a batch under load, with
-    /// its next claim), and logs what happened. If it cannot be recorded, the lease expires and
+    /// Hands an outcome to the record loop, which records it (in a batch under load, with a
+    /// claim when it can make one), and logs what happened. If it cannot be recorded, the lease expires and
     /// another attempt is made.
     pub(super) async fn record(&self, outcome: AttemptOutcome, d: &ClaimedDelivery) {
         let (reply, answer) = oneshot::channel();
@@ -62,7 +62,7 @@ impl Dispatcher {
 
 /// An outcome waiting to be recorded, and who waits for the result.
 pub(super) struct ToRecord {
-    pub(super) outcome: AttemptOutcome,
+    outcome: AttemptOutcome,
     reply: oneshot::Sender<Option<AttemptRecorded>>,
 }
 
