@@ -300,7 +300,9 @@ pub trait DeliveryStore: Send + Sync {
         outcomes: Vec<AttemptOutcome>,
         claim: &ClaimRequest,
     ) -> StoreResult<(Vec<AttemptRecorded>, Vec<ClaimedDelivery>)>;
-    /// When the next delivery becomes due (`None`: nothing scheduled).
+    /// When the next unclaimed delivery becomes due (`None`: nothing scheduled). Claimed ones
+    /// are not counted: this instance's claims end with their outcomes, and another's expired
+    /// leases are found by the dispatcher's periodic poll.
     async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>>;
     /// The backlog at `now`: how many deliveries are due (or overdue), and the oldest due time.
     async fn delivery_backlog(&self, now: Timestamp) -> StoreResult<(i64, Option<Timestamp>)>;

@@ -759,6 +759,9 @@ fn claim_query(backend: Backend, now: i64, busy: &[i64]) -> Probe {
          WHERE due_at IS NOT NULL AND due_at <= ",
     );
     p.bind(Bind::Time(now));
+    p.push(" AND (lease_token IS NULL OR COALESCE(lease_until, due_at) <= ")
+        .bind(Bind::Time(now))
+        .push(")");
     if !busy.is_empty() {
         p.push(" AND (endpoint_id IS NULL OR endpoint_id NOT IN (");
         for (i, id) in busy.iter().enumerate() {

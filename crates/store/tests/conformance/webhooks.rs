@@ -478,10 +478,18 @@ async fn claims_are_exclusive_and_respect_limits(s: SharedStore) {
             .unwrap()
             .is_empty()
     );
-    // In flight: no next attempt shown, the lease's end is the next due time.
+    // In flight: no next attempt shown. Claimed deliveries are neither the next due ones (an
+    // expired lease is found by the dispatcher's poll) nor in the backlog until their leases
+    // expire; then they count from their own due time.
     let d = s.list_deliveries(org.id, &all(100)).await.unwrap();
     assert!(d.iter().all(|d| d.in_flight && d.next_attempt_at.is_none()));
-    assert_eq!(s.next_delivery_due().await.unwrap(), Some(t(11_000)));
+    assert_eq!(s.next_delivery_due().await.unwrap(), None);
+    assert_eq!(s.delivery_backlog(t(1000)).await.unwrap(), (0, None));
+    assert_eq!(s.delivery_backlog(t(10_999)).await.unwrap(), (0, None));
+    assert_eq!(
+        s.delivery_backlog(t(11_000)).await.unwrap(),
+        (10, Some(t(100)))
+    );
     // The global limit.
     let org2 = s.create_org("Two", t(0)).await.unwrap();
     create(&s, org2.id, "https://a.example.com/c", &["*"]).await;

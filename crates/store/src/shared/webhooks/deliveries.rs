@@ -189,7 +189,7 @@ async fn record_successes(
     for chunk in which.chunks(SUCCESS_CHUNK) {
         let mut qb = QueryBuilder::<Db>::new(
             "UPDATE webhook_deliveries SET status = 'delivered', due_at = NULL, next_attempt_at = NULL,
-                    lease_token = NULL, response_status = v.column3, error_code = NULL, error_message = NULL,
+                    lease_token = NULL, lease_until = NULL, response_status = v.column3, error_code = NULL, error_message = NULL,
                     delivered_at = v.column4, updated_at = v.column4
              FROM (",
         );
@@ -271,7 +271,7 @@ async fn record_one(
         o.now,
     );
     let done = sqlx::query(
-        "UPDATE webhook_deliveries SET status = $1, due_at = $2, next_attempt_at = $3, lease_token = NULL,
+        "UPDATE webhook_deliveries SET status = $1, due_at = $2, next_attempt_at = $3, lease_token = NULL, lease_until = NULL,
                 response_status = $4, error_code = $5, error_message = $6, delivered_at = $7, updated_at = $8
          WHERE id = $9 AND lease_token = $10",
     )
@@ -340,7 +340,13 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
         "SELECT id, endpoint_id, attempts, lease_token, last_attempt_at FROM webhook_deliveries
              WHERE due_at IS NOT NULL AND due_at <= ",
     );
-    qb.push_bind(req.now);
+    // A claimed delivery keeps its due_at; its lease (lease_until) keeps it from other claims
+    // until it expires. (A claim by a release before migration 0019 has no lease_until and
+    // its expiry in due_at.)
+    qb.push_bind(req.now)
+        .push(" AND (lease_token IS NULL OR COALESCE(lease_until, due_at) <= ")
+        .push_bind(req.now)
+        .push(")");
     if !saturated.is_empty() {
         qb.push(" AND (endpoint_id IS NULL OR endpoint_id NOT");
         push_in_list(&mut qb, &saturated);
@@ -394,8 +400,9 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
             .await?;
     }
     let ids: Vec<i64> = chosen.iter().map(|c| c.id).collect();
-    let mut qb =
-        QueryBuilder::<Db>::new("UPDATE webhook_deliveries SET attempts = attempts + 1, due_at = ");
+    let mut qb = QueryBuilder::<Db>::new(
+        "UPDATE webhook_deliveries SET attempts = attempts + 1, lease_until = ",
+    );
     qb.push_bind(req.lease_until)
         .push(", lease_token = ")
         .push_bind(req.token)
@@ -623,7 +630,8 @@ impl DeliveryStore for Backend {
 
     async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>> {
         Ok(sqlx::query_scalar(
-            "SELECT due_at FROM webhook_deliveries WHERE due_at IS NOT NULL ORDER BY due_at LIMIT 1",
+            "SELECT due_at FROM webhook_deliveries WHERE due_at IS NOT NULL AND lease_token IS NULL
+             ORDER BY due_at LIMIT 1",
         )
         .fetch_optional(self.reader())
         .await?)
@@ -631,7 +639,8 @@ impl DeliveryStore for Backend {
 
     async fn delivery_backlog(&self, now: Timestamp) -> StoreResult<(i64, Option<Timestamp>)> {
         Ok(sqlx::query_as(
-            "SELECT COUNT(*), MIN(due_at) FROM webhook_deliveries WHERE due_at IS NOT NULL AND due_at <= $1",
+            "SELECT COUNT(*), MIN(due_at) FROM webhook_deliveries WHERE due_at IS NOT NULL AND due_at <= $1
+               AND (lease_token IS NULL OR COALESCE(lease_until, due_at) <= $1)",
         )
         .bind(now)
         .fetch_one(self.reader())
