@@ -292,8 +292,8 @@ pub trait DeliveryStore: Send + Sync {
         outcomes: Vec<AttemptOutcome>,
     ) -> StoreResult<Vec<AttemptRecorded>>;
     /// Records `outcomes` (as `record_attempts`) and then claims (as `claim_deliveries`) in one
-    /// transaction: the dispatcher's usual step under load, one commit where there would be
-    /// two. A chain whose head an outcome ended has its next delivery released before the
+    /// transaction: one commit where there would be two (the dispatcher's record loop uses it
+    /// when no other claim is under way). A chain whose head an outcome ended has its next delivery released before the
     /// claim, which may take it. Nothing is written if either part fails.
     async fn record_and_claim(
         &self,

@@ -14,7 +14,9 @@
 //!    endpoint's health (`WebhookStore::record_attempts`): the record loop (`recording.rs`)
 //!    writes outcomes in batches, and when no other claim is under way it claims the next
 //!    deliveries for the slots those attempts freed in the same transaction
-//!    (`WebhookStore::record_and_claim`), so that under load a batch costs one commit.
+//!    (`WebhookStore::record_and_claim`), one commit instead of two. A claim running beside a
+//!    recording is worth more than the saved commit on PostgreSQL (docs/benchmarks.md), so the
+//!    record loop never waits for the claim lock.
 //!
 //! The dispatcher wakes at once when this process commits deliveries (the store's outbox
 //! signal), when another instance does (on PostgreSQL: the store listens to its `NOTIFY`; both
