@@ -6,6 +6,10 @@
 //!   with "database is locked" (it takes the write lock up front; other processes, such as the
 //!   admin tools, wait on the busy timeout).
 //! * A pool of reader connections for everything that only reads.
+//! * WAL checkpoints off the writer's path: a task checkpoints (`PASSIVE`) on a reader
+//!   connection every [`CHECKPOINT_INTERVAL`], so that a commit rarely reaches the automatic
+//!   checkpoint (raised to [`AUTOCHECKPOINT_PAGES`], the safety net if the task falls behind),
+//!   which would copy the WAL into the database and sync it inside that commit.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -17,6 +21,16 @@ use sqlx::{Pool, Sqlite, Transaction};
 use super::{StoreError, StoreResult};
 
 pub(super) type Db = Sqlite;
+
+/// How often the background task checkpoints the WAL (see the module's documentation).
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
+/// The WAL size, in pages, at which a commit checkpoints by itself (SQLite's default is 1 000).
+pub const AUTOCHECKPOINT_PAGES: u32 = 16_384;
+/// The task leaves a WAL file smaller than this alone: SQLite's default automatic checkpoint
+/// size (1 000 pages of 4 KiB), so that a quiet instance (a new database holds about 1 MB of
+/// WAL after its migrations) opens no connection for it. From this size on (the file keeps its
+/// largest size) it checkpoints at every interval.
+pub const CHECKPOINT_MIN_WAL_BYTES: u64 = 1_000 * 4_096;
 pub(super) type Backend = SqliteStore;
 
 /// SQLite storage.
@@ -27,6 +41,44 @@ pub struct SqliteStore {
     pub(super) hooks: super::Hooks,
     /// The group committers of sends' records (`shared::group_commit`).
     pub(super) group: shared::GroupSlot,
+    /// Dropped with the last clone of the store: stops the checkpoint task.
+    _checkpointer: std::sync::Arc<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// Checkpoints the WAL (`wal`, the `-wal` file) every [`CHECKPOINT_INTERVAL`] on a reader
+/// connection until the store is dropped (`stopped` resolves) or its pools are closed, once the
+/// file has reached [`CHECKPOINT_MIN_WAL_BYTES`]. `PASSIVE` copies what it can without waiting
+/// for readers or the writer; the writer keeps committing meanwhile.
+async fn checkpoint_wal(
+    reader: Pool<Sqlite>,
+    wal: std::path::PathBuf,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let start = tokio::time::Instant::now() + CHECKPOINT_INTERVAL;
+    let mut tick = tokio::time::interval_at(start, CHECKPOINT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return,
+            _ = tick.tick() => {}
+        }
+        if reader.is_closed() {
+            return;
+        }
+        let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        if size < CHECKPOINT_MIN_WAL_BYTES {
+            continue;
+        }
+        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .execute(&reader)
+            .await
+        {
+            if matches!(e, sqlx::Error::PoolClosed) {
+                return;
+            }
+            tracing::debug!(error = %e, "WAL checkpoint failed; the next one retries");
+        }
+    }
 }
 
 impl SqliteStore {
@@ -44,6 +96,7 @@ impl SqliteStore {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(30))
             .pragma("temp_store", "memory")
+            .pragma("wal_autocheckpoint", AUTOCHECKPOINT_PAGES.to_string())
             .statement_cache_capacity(256);
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
@@ -56,11 +109,16 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(options.read_only(false))
             .await?;
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        tokio::spawn(checkpoint_wal(reader.clone(), wal.into(), stopped));
         Ok(SqliteStore {
             writer,
             reader,
             hooks: Default::default(),
             group: Default::default(),
+            _checkpointer: std::sync::Arc::new(stop),
         })
     }
 
@@ -140,3 +198,40 @@ pub(super) mod dialect {
 #[allow(clippy::duplicate_mod)]
 #[path = "shared/mod.rs"]
 mod shared;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The background task copies the WAL into the database file: with the automatic checkpoint
+    /// far above what is written here, only the task can make the database file grow.
+    #[tokio::test]
+    async fn the_wal_is_checkpointed_off_the_writers_path() {
+        let dir = std::env::temp_dir().join(format!("sb-checkpoint-{}", uuid::Uuid::new_v4()));
+        let path = dir.join("db.sqlite");
+        let store = SqliteStore::connect(&path, 2).await.unwrap();
+        sqlx::query("CREATE TABLE filler (b BLOB NOT NULL)")
+            .execute(store.writer())
+            .await
+            .unwrap();
+        // About 6 MB through the WAL, over the task's threshold and far under the automatic one.
+        for _ in 0..24 {
+            sqlx::query("INSERT INTO filler (b) VALUES (randomblob(262144))")
+                .execute(store.writer())
+                .await
+                .unwrap();
+        }
+        let db_size = || std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while db_size() < 6_000_000 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the WAL was not checkpointed: database file {} bytes",
+                db_size()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
