@@ -21,17 +21,17 @@ use sqlx::{Pool, Sqlite, Transaction};
 use super::{StoreError, StoreResult};
 
 pub(super) type Db = Sqlite;
+pub(super) type Backend = SqliteStore;
 
 /// How often the background task checkpoints the WAL (see the module's documentation).
-pub const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
 /// The WAL size, in pages, at which a commit checkpoints by itself (SQLite's default is 1 000).
-pub const AUTOCHECKPOINT_PAGES: u32 = 16_384;
+const AUTOCHECKPOINT_PAGES: u32 = 16_384;
 /// The task leaves a WAL file smaller than this alone: SQLite's default automatic checkpoint
 /// size (1 000 pages of 4 KiB), so that a quiet instance (a new database holds about 1 MB of
 /// WAL after its migrations) opens no connection for it. From this size on (the file keeps its
 /// largest size) it checkpoints at every interval.
-pub const CHECKPOINT_MIN_WAL_BYTES: u64 = 1_000 * 4_096;
-pub(super) type Backend = SqliteStore;
+const CHECKPOINT_MIN_WAL_BYTES: u64 = 1_000 * 4_096;
 
 /// SQLite storage.
 #[derive(Clone, Debug)]

@@ -293,8 +293,9 @@ pub trait DeliveryStore: Send + Sync {
     ) -> StoreResult<Vec<AttemptRecorded>>;
     /// Records `outcomes` (as `record_attempts`) and then claims (as `claim_deliveries`) in one
     /// transaction: one commit where there would be two (the dispatcher's record loop uses it
-    /// when no other claim is under way). A chain whose head an outcome ended has its next delivery released before the
-    /// claim, which may take it. Nothing is written if either part fails.
+    /// when no other claim is under way). A chain whose head an outcome ended has its next
+    /// delivery released before the claim, which may take it. Nothing is written if either part
+    /// fails.
     async fn record_and_claim(
         &self,
         outcomes: Vec<AttemptOutcome>,

@@ -17,8 +17,8 @@ use super::{Dispatcher, RECORD_BATCH};
 
 impl Dispatcher {
     /// Hands an outcome to the record loop, which records it (in a batch under load, with a
-    /// claim when it can make one), and logs what happened. If it cannot be recorded, the lease expires and
-    /// another attempt is made.
+    /// claim when it can make one), and logs what happened. If it cannot be recorded, the lease
+    /// expires and another attempt is made.
     pub(super) async fn record(&self, outcome: AttemptOutcome, d: &ClaimedDelivery) {
         let (reply, answer) = oneshot::channel();
         if self.recorder.send(ToRecord { outcome, reply }).is_err() {
