@@ -45,6 +45,7 @@ both_backends!(
     sigterm_hands_back_attempts_that_outlast_the_grace_period,
     the_dispatcher_wakes_at_once,
     outcomes_and_the_next_claims_share_transactions,
+    claims_ahead_are_handed_back_at_sigterm,
 );
 
 /// Settings for fast tests: local receivers, short delays, a high test-event budget.
@@ -2102,4 +2103,62 @@ async fn outcomes_and_the_next_claims_share_transactions(backend: Backend) {
     for id in ids.iter().step_by(13) {
         assert_eq!(api.delivery(id).await["attempts"], 1);
     }
+}
+async fn claims_ahead_are_handed_back_at_sigterm(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let settings = with(&[
+        ("SWITCHBOARD_WEBHOOK_CONCURRENCY", "4"),
+        ("SWITCHBOARD_WEBHOOK_ENDPOINT_CONCURRENCY", "2"),
+        ("SWITCHBOARD_WEBHOOK_TIMEOUT", "10s"),
+        ("SWITCHBOARD_SHUTDOWN_GRACE", "20s"),
+    ]);
+    let mut server = env.start(&settings).await;
+    let api = Api::new(&server, &seed.key);
+    let rx = Receiver::start().await;
+    let ep = api.create(&rx.url("/ep"), &["integration.test"]).await;
+    // A quick endpoint...
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (id, _) = api.test(&ep.uuid).await;
+        api.wait_status(&id, "delivered").await;
+        ids.push(id);
+    }
+    // ...slows down: two attempts are in flight (its limit) and the next two deliveries are
+    // claimed ahead of them, waiting for a slot.
+    rx.respond("/ep", Behaviour::Slow(Duration::from_millis(3000), 200));
+    for _ in 0..8 {
+        ids.push(api.test(&ep.uuid).await.0);
+    }
+    rx.wait_for("/ep", 3 + 2, WAIT).await;
+    drop(api);
+    assert_eq!(server.terminate().await, Some(0));
+    let logs = server.logs();
+    let handed = logs
+        .lines()
+        .find(|l| l.contains("had not started were handed back"))
+        .unwrap_or_else(|| panic!("no hand-back at shutdown: {logs}"));
+    assert!(handed.contains("\"handed_back\":2"), "{handed}");
+    // The waiting deliveries were handed back as they were: the next instance makes their
+    // first attempt at once (no lease to wait for, no interrupted attempt), and every delivery
+    // reached the receiver exactly once.
+    rx.respond("/ep", Behaviour::Status(200));
+    let server = env.start(&settings).await;
+    let api = Api::new(&server, &seed.key);
+    for id in &ids {
+        let d = api.wait_status(id, "delivered").await;
+        assert_eq!(d["attempts"], 1, "{d:#}");
+        assert_eq!(d["attempt_log"].as_array().unwrap().len(), 1, "{d:#}");
+        assert_eq!(d["attempt_log"][0]["response_status"], 200, "{d:#}");
+    }
+    let received: Vec<String> = rx
+        .requests("/ep")
+        .iter()
+        .map(ReceivedRequest::delivery)
+        .collect();
+    assert_eq!(received.len(), ids.len());
+    assert_eq!(
+        received.iter().collect::<HashSet<_>>(),
+        ids.iter().collect::<HashSet<_>>()
+    );
 }

@@ -150,12 +150,36 @@ pub struct ClaimRequest {
     pub now: Timestamp,
     /// Until when the claim holds: after that, another instance may take the delivery over.
     pub lease_until: Timestamp,
-    /// At most this many deliveries.
+    /// At most this many deliveries to attempt at once...
     pub limit: usize,
-    /// At most this many in flight per endpoint in this instance...
+    /// ...at most this many per endpoint in this instance...
     pub per_endpoint: usize,
-    /// ...counting those already in flight (endpoint id -> count).
+    /// ...counting those this instance already holds (claimed, in flight or waiting for a
+    /// slot: endpoint id -> count).
     pub in_flight: HashMap<i64, usize>,
+    /// Claims ahead of the free slots (prefetched), after those to attempt at once: `None`
+    /// claims none.
+    pub ahead: Option<ClaimAhead>,
+}
+
+/// The part of a claim that goes ahead of the free slots: deliveries the dispatcher holds
+/// ready and starts, with no claim transaction, as slots free up. They are leased like the
+/// others.
+#[derive(Clone, Debug)]
+pub struct ClaimAhead {
+    /// At most this many deliveries ahead...
+    pub limit: usize,
+    /// ...only to these endpoints, each at most this many beyond
+    /// [`ClaimRequest::per_endpoint`] (endpoint id -> count).
+    pub room: HashMap<i64, usize>,
+}
+
+/// What a claim changed besides its lease, so that a claim whose attempt never started can
+/// be handed back exactly as it was (`DeliveryStore::hand_back`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimedFrom {
+    pub last_attempt_at: Option<Timestamp>,
+    pub next_attempt_at: Option<Timestamp>,
 }
 
 /// The endpoint of a claimed delivery, as it is when claimed.
@@ -192,6 +216,12 @@ pub struct ClaimedDelivery {
     pub sequence: Option<i64>,
     /// `None` when the delivery has no endpoint target.
     pub endpoint: Option<ClaimedEndpoint>,
+    /// Until when this claim holds the delivery.
+    pub lease_until: Timestamp,
+    /// Claimed ahead of the free slots (see [`ClaimAhead`]).
+    pub ahead: bool,
+    /// The delivery before the claim (for a hand-back).
+    pub claimed_from: ClaimedFrom,
 }
 
 /// The outcome of one attempt, to record.
@@ -301,6 +331,15 @@ pub trait DeliveryStore: Send + Sync {
         outcomes: Vec<AttemptOutcome>,
         claim: &ClaimRequest,
     ) -> StoreResult<(Vec<AttemptRecorded>, Vec<ClaimedDelivery>)>;
+    /// Hands back claims whose attempt never started (`(delivery id, token, claimed from)`):
+    /// each delivery is as it was before its claim (attempt count, schedule) and free to claim
+    /// again at once; no attempt is logged. A claim that no longer holds its delivery is left
+    /// alone. Returns how many were handed back.
+    async fn hand_back(
+        &self,
+        claims: Vec<(i64, Uuid, ClaimedFrom)>,
+        now: Timestamp,
+    ) -> StoreResult<u64>;
     /// When the next unclaimed delivery becomes due (`None`: nothing scheduled). Claimed ones
     /// are not counted: this instance's claims end with their outcomes, and another's expired
     /// leases are found by the dispatcher's periodic poll.

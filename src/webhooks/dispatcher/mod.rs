@@ -5,8 +5,17 @@
 //!    make the same attempt and a crashed instance's deliveries are taken over when its leases
 //!    expire. Claims respect the global concurrency (`SWITCHBOARD_WEBHOOK_CONCURRENCY`) and the
 //!    per-endpoint concurrency (`SWITCHBOARD_WEBHOOK_ENDPOINT_CONCURRENCY`): deliveries of an
-//!    endpoint that is at its limit are not claimed, so a slow endpoint holds at most its own
-//!    slots and never starves the others.
+//!    endpoint that is at its limit are not claimed to start at once, so a slow endpoint holds
+//!    at most its own slots and never starves the others. A claim also takes deliveries
+//!    **ahead** of the free slots (up to [`AHEAD_FACTOR`] times the slots, and as many per
+//!    endpoint) for the endpoints that answered an attempt within [`QUICK`] in the last
+//!    [`QUICK_WINDOW`]: they wait in this instance and start, with no claim transaction, as
+//!    slots free up (`pump`), in claim order within each endpoint's limit. They are leased like
+//!    the others; one whose lease no longer covers an attempt (`timeout + START_MARGIN`: the
+//!    endpoint slowed down) is handed back, and so is every waiting delivery at shutdown
+//!    (`WebhookStore::hand_back`: as it was before the claim, no attempt counted). A slow or
+//!    new endpoint gets no claim ahead, so a crash never leaves more of its deliveries leased
+//!    than were in flight.
 //! 2. **Send** each attempt outside any transaction: a signed POST through a client whose DNS
 //!    resolver keeps only public addresses (connecting to the checked address), with no
 //!    redirects and no proxy, within `SWITCHBOARD_WEBHOOK_TIMEOUT`.
@@ -31,7 +40,7 @@ mod recording;
 
 use recording::{ToRecord, outcome_label};
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -46,7 +55,7 @@ use crate::crypto::{AAD_SIGNING_SECRET, SecretBox};
 use switchboard_domain::clock::SharedClock;
 use switchboard_store::SharedStore;
 use switchboard_store::webhooks::{
-    AttemptOutcome, AttemptRecord, ClaimRequest, ClaimedDelivery, Disposition,
+    AttemptOutcome, AttemptRecord, ClaimAhead, ClaimRequest, ClaimedDelivery, Disposition,
 };
 
 use super::url_safety::Policy;
@@ -56,6 +65,16 @@ use switchboard_domain::webhooks::signing;
 
 /// How long a lease outlives the attempt's own time limit (time to record the outcome).
 pub const LEASE_MARGIN: Duration = Duration::from_secs(10);
+/// A waiting delivery starts only while its lease outlasts the attempt's time limit by this
+/// much (time to record the outcome); otherwise it is handed back.
+pub const START_MARGIN: Duration = Duration::from_secs(5);
+/// How many deliveries a claim may take ahead of the free slots, per slot (globally and per
+/// endpoint): one more round of attempts.
+pub const AHEAD_FACTOR: usize = 1;
+/// An endpoint gets claims ahead while it answered an attempt within `QUICK`...
+pub const QUICK: Duration = Duration::from_secs(1);
+/// ...in the last `QUICK_WINDOW`.
+pub const QUICK_WINDOW: Duration = Duration::from_secs(5);
 /// How long, after the grace period, interrupted attempts have to hand their deliveries back.
 pub const HANDBACK_TIME: Duration = Duration::from_secs(5);
 /// The most outcomes recorded in one transaction.
@@ -95,7 +114,8 @@ pub struct Dispatcher {
     capacity: usize,
     /// Notified when an attempt finishes (a slot is free).
     freed: Notify,
-    in_flight: Mutex<HashMap<i64, usize>>,
+    /// The deliveries this instance holds: waiting for a slot or in flight.
+    slots: Mutex<Slots>,
     wake: switchboard_store::Wakeups,
     /// Where attempts send their outcomes; the record loop records them, with a claim when it
     /// can make one.
@@ -146,7 +166,10 @@ impl Dispatcher {
             )),
             capacity: config.webhook_concurrency,
             freed: Notify::new(),
-            in_flight: Mutex::new(HashMap::new()),
+            slots: Mutex::new(Slots {
+                open: true,
+                ..Slots::default()
+            }),
             claiming: tokio::sync::Mutex::new(()),
             claims_open: AtomicBool::new(true),
             low_water: (config.webhook_concurrency / 8).clamp(1, 16),
@@ -175,10 +198,11 @@ impl Dispatcher {
             // Claims are made one at a time (here or with a batch of outcomes in the record
             // loop), each from the room left by the ones before.
             let claiming = self.claiming.lock().await;
-            let limit = self.claim_limit(eager);
+            let room = self.claim_room(eager);
+            let limit = room.0 + room.1;
             let mut claimed = 0;
             if limit > 0 {
-                match self.claim(limit).await {
+                match self.claim(room).await {
                     Ok(batch) => {
                         failures = 0;
                         claimed = batch.len();
@@ -217,6 +241,7 @@ impl Dispatcher {
             let _claiming = self.claiming.lock().await;
             self.claims_open.store(false, Ordering::SeqCst);
         }
+        self.hand_back_waiting().await;
         let attempts = &self.attempts;
         attempts.close();
         if !attempts.is_empty() {
@@ -241,44 +266,148 @@ impl Dispatcher {
         tracing::info!("webhook dispatcher stopped");
     }
 
-    /// How many deliveries to claim now: as many as there are free slots and room among the
-    /// unrecorded outcomes (at most [`CLAIM_BATCH`]). Under load (not `eager`, attempts in
-    /// flight) a claim waits until a few slots are free instead of one claim transaction per
-    /// finished attempt. Called with `claiming` held.
-    fn claim_limit(&self, eager: bool) -> usize {
-        let available = self
-            .global
-            .available_permits()
-            .min(self.unrecorded.available_permits());
-        let idle = self.global.available_permits() == self.capacity;
-        if available > 0 && (eager || idle || available >= self.low_water) {
-            available.min(CLAIM_BATCH)
+    /// How many deliveries to claim now: `(to start at once, ahead)`. At once: as many as there
+    /// are free slots and room among the unrecorded outcomes; ahead (when an endpoint is
+    /// quick): up to [`AHEAD_FACTOR`] times the slots waiting; at most [`CLAIM_BATCH`] in all.
+    /// Under load (attempts in flight) a claim waits until there is room for a batch (an eighth
+    /// of the slots free, or half of the room ahead) instead of one claim transaction per
+    /// finished attempt; a wake-up (`eager`) claims at once only when slots are free. Called
+    /// with `claiming` held.
+    fn claim_room(&self, eager: bool) -> (usize, usize) {
+        let (waiting, any_quick) = {
+            let slots = self.slots.lock().unwrap();
+            (slots.waiting.len(), !slots.quick.is_empty())
+        };
+        let free = self.global.available_permits();
+        let unrecorded = self.unrecorded.available_permits().saturating_sub(waiting);
+        let now = free.min(unrecorded).min(CLAIM_BATCH);
+        let ahead = if any_quick {
+            (self.capacity * AHEAD_FACTOR)
+                .saturating_sub(waiting)
+                .min(unrecorded - now)
+                .min(CLAIM_BATCH - now)
         } else {
             0
+        };
+        let room = now + ahead;
+        let idle = free == self.capacity;
+        let batch = self.low_water.max(self.capacity * AHEAD_FACTOR / 2);
+        if room > 0 && (idle || (eager && now > 0) || now >= self.low_water || room >= batch) {
+            (now, ahead)
+        } else {
+            (0, 0)
         }
     }
 
-    /// Starts an attempt for each claimed delivery, each with its slot and its place among
-    /// the unrecorded outcomes. Called with `claiming` held, right after the claim.
+    /// Takes claimed deliveries in: each waits for a slot (see `pump`). Called with `claiming`
+    /// held, right after the claim.
     fn launch(self: &Arc<Self>, claims: Vec<ClaimedDelivery>) {
-        for d in claims {
-            let permit = self
-                .global
-                .clone()
-                .try_acquire_owned()
-                .expect("claims are sized to the free slots under the claiming lock");
-            let pending = self
-                .unrecorded
-                .clone()
-                .try_acquire_owned()
-                .expect("claims are sized to the free slots under the claiming lock");
+        if claims.is_empty() {
+            return;
+        }
+        {
+            let mut slots = self.slots.lock().unwrap();
+            for d in claims {
+                *slots.held.entry(endpoint_key(&d)).or_default() += 1;
+                slots.waiting.push_back(d);
+            }
+        }
+        self.pump();
+    }
+
+    /// Starts waiting deliveries, in claim order, while there are free slots, room among the
+    /// unrecorded outcomes and room in their endpoints. Each attempt runs on a task of its own
+    /// with its slot and its place among the unrecorded outcomes. A waiting delivery whose lease
+    /// no longer covers an attempt is handed back instead.
+    fn pump(self: &Arc<Self>) {
+        let mut start = Vec::new();
+        let mut stale = Vec::new();
+        {
+            let mut slots = self.slots.lock().unwrap();
+            if !slots.open || slots.waiting.is_empty() {
+                return;
+            }
+            let start_by = self.clock.now().saturating_add(self.timeout + START_MARGIN);
+            let mut i = 0;
+            while i < slots.waiting.len() {
+                let key = endpoint_key(&slots.waiting[i]);
+                if slots.waiting[i].lease_until < start_by {
+                    let d = slots.waiting.remove(i).expect("in range");
+                    slots.release(key, false);
+                    stale.push(d);
+                    continue;
+                }
+                if slots.running.get(&key).copied().unwrap_or(0) >= self.per_endpoint {
+                    i += 1;
+                    continue;
+                }
+                let Ok(slot) = self.global.clone().try_acquire_owned() else {
+                    break;
+                };
+                let Ok(pending) = self.unrecorded.clone().try_acquire_owned() else {
+                    break;
+                };
+                *slots.running.entry(key).or_default() += 1;
+                let d = slots.waiting.remove(i).expect("in range");
+                start.push((d, slot, pending));
+            }
+        }
+        for (d, slot, pending) in start {
+            if d.ahead {
+                metrics::counter!("switchboard_webhook_claims_started_total", "claimed" => "ahead")
+                    .increment(1);
+            }
             let this = self.clone();
             let stop = self.hard_stop.clone();
             self.attempts.spawn(async move {
-                this.clone().deliver(d, stop, permit).await;
+                this.clone().deliver(d, stop, slot).await;
                 drop(pending);
+                this.pump();
                 this.freed.notify_one();
             });
+        }
+        if !stale.is_empty() {
+            let this = self.clone();
+            self.attempts
+                .spawn(async move { this.hand_back(stale).await });
+        }
+    }
+
+    /// At shutdown: nothing waiting starts any more, and every waiting delivery is handed back.
+    async fn hand_back_waiting(&self) {
+        let waiting: Vec<ClaimedDelivery> = {
+            let mut slots = self.slots.lock().unwrap();
+            slots.open = false;
+            let waiting: Vec<ClaimedDelivery> = slots.waiting.drain(..).collect();
+            for d in &waiting {
+                slots.release(endpoint_key(d), false);
+            }
+            waiting
+        };
+        if !waiting.is_empty() {
+            let _ = tokio::time::timeout(HANDBACK_TIME, self.hand_back(waiting)).await;
+        }
+    }
+
+    /// Hands claims whose attempt never started back to the store: due again, no attempt
+    /// counted. If that fails, their leases expire and they are taken over as interrupted.
+    async fn hand_back(&self, claims: Vec<ClaimedDelivery>) {
+        let n = claims.len();
+        let claims = claims
+            .into_iter()
+            .map(|d| (d.id, d.token, d.claimed_from))
+            .collect();
+        match self.store.hand_back(claims, self.clock.now()).await {
+            Ok(handed) => {
+                metrics::counter!("switchboard_webhook_claims_handed_back_total").increment(handed);
+                tracing::info!(
+                    handed_back = handed,
+                    "claimed deliveries that had not started were handed back"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, claims = n, "could not hand claimed deliveries back; their leases will expire")
+            }
         }
     }
 
@@ -298,45 +427,44 @@ impl Dispatcher {
         }
     }
 
-    async fn claim(&self, limit: usize) -> switchboard_store::StoreResult<Vec<ClaimedDelivery>> {
+    async fn claim(
+        &self,
+        room: (usize, usize),
+    ) -> switchboard_store::StoreResult<Vec<ClaimedDelivery>> {
         metrics::counter!("switchboard_webhook_claims_total", "with" => "alone").increment(1);
-        let batch = self
-            .store
-            .claim_deliveries(&self.claim_request(limit))
-            .await?;
-        self.claimed(&batch);
-        Ok(batch)
+        self.store.claim_deliveries(&self.claim_request(room)).await
     }
 
-    /// A claim of up to `limit` deliveries now, within each endpoint's room in this instance.
-    fn claim_request(&self, limit: usize) -> ClaimRequest {
+    /// A claim of `room.0` deliveries to start at once and `room.1` ahead, within each
+    /// endpoint's room in this instance.
+    fn claim_request(&self, room: (usize, usize)) -> ClaimRequest {
         let now = self.clock.now();
+        let in_flight = self.slots.lock().unwrap().held.clone();
+        let ahead = (room.1 > 0).then(|| ClaimAhead {
+            limit: room.1,
+            room: self.quick_endpoints(),
+        });
         ClaimRequest {
             token: Uuid::new_v4(),
             now,
             lease_until: now.saturating_add(self.timeout + LEASE_MARGIN),
-            limit,
+            limit: room.0,
             per_endpoint: self.per_endpoint,
-            in_flight: self.in_flight.lock().unwrap().clone(),
+            in_flight,
+            ahead,
         }
     }
 
-    /// Counts claimed deliveries against their endpoints' room.
-    fn claimed(&self, batch: &[ClaimedDelivery]) {
-        let mut map = self.in_flight.lock().unwrap();
-        for d in batch {
-            *map.entry(endpoint_key(d)).or_default() += 1;
-        }
-    }
-
-    fn release_slot(&self, key: i64) {
-        let mut map = self.in_flight.lock().unwrap();
-        if let Some(n) = map.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&key);
-            }
-        }
+    /// The endpoints that answered an attempt within [`QUICK`] in the last [`QUICK_WINDOW`],
+    /// each with its room ahead (forgetting the others).
+    fn quick_endpoints(&self) -> HashMap<i64, usize> {
+        let mut slots = self.slots.lock().unwrap();
+        let now = Instant::now();
+        slots
+            .quick
+            .retain(|_, at| now.duration_since(*at) < QUICK_WINDOW);
+        let room = self.per_endpoint * AHEAD_FACTOR;
+        slots.quick.keys().map(|&id| (id, room)).collect()
     }
 
     /// One attempt of one claimed delivery, then its outcome.
@@ -357,7 +485,14 @@ impl Dispatcher {
         // The request is over: its slot and its endpoint's are free for the next claims (this
         // delivery stays leased until its outcome is recorded).
         drop(slot);
-        self.release_slot(key);
+        {
+            let mut slots = self.slots.lock().unwrap();
+            slots.release(key, true);
+            if key != 0 && result.is_some() && clock_start.elapsed() < QUICK {
+                slots.quick.insert(key, Instant::now());
+            }
+        }
+        self.pump();
         self.freed.notify_one();
         let now = self.clock.now();
         let duration_ms = i64::try_from(clock_start.elapsed().as_millis()).unwrap_or(i64::MAX);
@@ -422,6 +557,39 @@ impl Dispatcher {
             disable_after: self.disable_after,
         };
         self.record(outcome, &d).await;
+    }
+}
+
+/// The deliveries an instance holds, by endpoint (0: no endpoint).
+#[derive(Default)]
+struct Slots {
+    /// Claimed and not over yet (waiting or in flight): the claims' per-endpoint room.
+    held: HashMap<i64, usize>,
+    /// In flight.
+    running: HashMap<i64, usize>,
+    /// Claimed, waiting for a slot, in claim order.
+    waiting: VecDeque<ClaimedDelivery>,
+    /// When each endpoint last answered an attempt within [`QUICK`].
+    quick: HashMap<i64, Instant>,
+    /// Cleared at shutdown: nothing waiting starts any more.
+    open: bool,
+}
+
+impl Slots {
+    /// A delivery of endpoint `key` is over (or handed back): `running` if it was in flight.
+    fn release(&mut self, key: i64, running: bool) {
+        fn decrement(map: &mut HashMap<i64, usize>, key: i64) {
+            if let Some(n) = map.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(&key);
+                }
+            }
+        }
+        decrement(&mut self.held, key);
+        if running {
+            decrement(&mut self.running, key);
+        }
     }
 }
 

@@ -87,22 +87,21 @@ impl Dispatcher {
                 .try_lock()
                 .ok()
                 .filter(|_| self.claims_open.load(Ordering::SeqCst));
-            let limit = match &claiming {
-                Some(_) => self.claim_limit(false),
-                None => 0,
+            let room = match &claiming {
+                Some(_) => self.claim_room(false),
+                None => (0, 0),
             };
-            if limit == 0 {
+            if room.0 + room.1 == 0 {
                 drop(claiming);
                 record_batch(&self.store, batch).await;
                 continue;
             }
             let outcomes: Vec<AttemptOutcome> = batch.iter().map(|b| b.outcome.clone()).collect();
-            let req = self.claim_request(limit);
+            let req = self.claim_request(room);
             metrics::counter!("switchboard_webhook_claims_total", "with" => "outcomes")
                 .increment(1);
             match self.store.record_and_claim(outcomes, &req).await {
                 Ok((results, claims)) => {
-                    self.claimed(&claims);
                     self.launch(claims);
                     drop(claiming);
                     answer(batch, results);

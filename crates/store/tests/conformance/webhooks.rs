@@ -22,6 +22,7 @@ conformance!(
     test_deliveries_reach_one_endpoint,
     claims_are_exclusive_and_respect_limits,
     expired_leases_are_taken_over,
+    claims_ahead_are_handed_back_as_they_were,
     concurrent_claims_never_overlap,
     outcomes_update_deliveries_and_health,
     endpoints_are_disabled_at_the_threshold,
@@ -89,6 +90,7 @@ fn claim(now: i64, limit: usize, per_endpoint: usize) -> ClaimRequest {
         limit,
         per_endpoint,
         in_flight: HashMap::new(),
+        ahead: None,
     }
 }
 
@@ -568,6 +570,81 @@ async fn expired_leases_are_taken_over(s: SharedStore) {
     assert_eq!(attempts[0].duration_ms, None);
     assert_eq!(attempts[1].number, 2);
     assert_eq!(attempts[1].response_status, Some(200));
+}
+
+async fn claims_ahead_are_handed_back_as_they_were(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let a = create(&s, org.id, "https://a.example.com/a", &["*"]).await;
+    let b = create(&s, org.id, "https://a.example.com/b", &["*"]).await;
+    let c = create(&s, org.id, "https://a.example.com/c", &["*"]).await;
+    for i in 0..6 {
+        emit(&s, org.id, "security.api_key_created", 100 + i).await;
+    }
+    let before = s.list_deliveries(org.id, &all(100)).await.unwrap();
+    assert_eq!(before.len(), 18);
+
+    // At once: 3 in all, 2 per endpoint counting the one of `a` this instance holds. Ahead: up
+    // to 10, only to `a` and `b`, each holding at most one more than `per_endpoint`.
+    let mut req = claim(1000, 3, 2);
+    req.in_flight.insert(a.id, 1);
+    req.ahead = Some(ClaimAhead {
+        limit: 10,
+        room: HashMap::from([(a.id, 1), (b.id, 1)]),
+    });
+    let claimed = s.claim_deliveries(&req).await.unwrap();
+    let count = |e: &EndpointRecord, ahead: bool| {
+        claimed
+            .iter()
+            .filter(|d| d.endpoint.as_ref().unwrap().id == e.id && d.ahead == ahead)
+            .count()
+    };
+    // The oldest event's three deliveries start at once.
+    assert_eq!(
+        (count(&a, false), count(&b, false), count(&c, false)),
+        (1, 1, 1)
+    );
+    assert_eq!(
+        (count(&a, true), count(&b, true), count(&c, true)),
+        (1, 2, 0)
+    );
+    for d in &claimed {
+        assert_eq!(d.attempt, 1);
+        assert_eq!(d.lease_until, t(11_000));
+        assert_eq!(d.event.occurred_at == t(100), !d.ahead);
+    }
+    assert_eq!(s.delivery_backlog(t(1000)).await.unwrap().0, 18 - 6);
+    assert_eq!(s.delivery_backlog(t(11_000)).await.unwrap().0, 18);
+
+    // Handed back: as before the claim, with no attempt counted or logged. A token that no
+    // longer holds its delivery hands nothing back.
+    let ahead: Vec<&ClaimedDelivery> = claimed.iter().filter(|d| d.ahead).collect();
+    let at_once = claimed.iter().find(|d| !d.ahead).unwrap();
+    let mut back: Vec<(i64, Uuid, ClaimedFrom)> = ahead
+        .iter()
+        .map(|d| (d.id, d.token, d.claimed_from.clone()))
+        .collect();
+    back.push((at_once.id, Uuid::new_v4(), at_once.claimed_from.clone()));
+    assert_eq!(s.hand_back(back, t(2000)).await.unwrap(), 3);
+    for d in &ahead {
+        let (now, attempts, _) = s.get_delivery(org.id, d.uuid).await.unwrap();
+        let was = before.iter().find(|r| r.id == d.id).unwrap();
+        assert_eq!(now.attempts, 0);
+        assert!(!now.in_flight);
+        assert_eq!(now.next_attempt_at, was.next_attempt_at);
+        assert_eq!(now.last_attempt_at, was.last_attempt_at);
+        assert!(attempts.is_empty());
+    }
+    let (d, _, _) = s.get_delivery(org.id, at_once.uuid).await.unwrap();
+    assert!(d.in_flight);
+    assert_eq!(d.attempts, 1);
+    // Claimable again at once, as the same first attempt.
+    let again = s.claim_deliveries(&claim(2000, 100, 100)).await.unwrap();
+    assert_eq!(again.len(), 18 - 3);
+    for d in ahead {
+        let c = again.iter().find(|c| c.id == d.id).unwrap();
+        assert_eq!(c.attempt, 1);
+        assert!(!c.ahead);
+    }
 }
 
 async fn concurrent_claims_never_overlap(s: SharedStore) {

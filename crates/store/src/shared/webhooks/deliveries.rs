@@ -54,6 +54,7 @@ struct CandidateRow {
     attempts: i64,
     lease_token: Option<Uuid>,
     last_attempt_at: Option<Timestamp>,
+    next_attempt_at: Option<Timestamp>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -329,15 +330,24 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
     if req.limit == 0 {
         return Ok(Vec::new());
     }
+    // Per endpoint, this instance holds at most `per_endpoint` deliveries to attempt at once
+    // and, ahead of its free slots, the room `ahead` gives the endpoint.
+    let no_room = HashMap::new();
+    let (ahead_limit, room) = req
+        .ahead
+        .as_ref()
+        .map_or((0, &no_room), |a| (a.limit, &a.room));
+    let most = |key: i64| req.per_endpoint + room.get(&key).copied().unwrap_or(0);
     let saturated: Vec<i64> = req
         .in_flight
         .iter()
-        .filter(|(_, n)| **n >= req.per_endpoint)
+        .filter(|(id, n)| **n >= most(**id))
         .map(|(id, _)| *id)
         .collect();
-    let scan = (req.limit * 4).clamp(16, 1000) as i64;
+    let total = req.limit + ahead_limit;
+    let scan = (total * 4).clamp(16, 1000) as i64;
     let mut qb = QueryBuilder::<Db>::new(
-        "SELECT id, endpoint_id, attempts, lease_token, last_attempt_at FROM webhook_deliveries
+        "SELECT id, endpoint_id, attempts, lease_token, last_attempt_at, next_attempt_at FROM webhook_deliveries
              WHERE due_at IS NOT NULL AND due_at <= ",
     );
     // A claimed delivery keeps its due_at; its lease (lease_until) keeps it from other claims
@@ -357,28 +367,36 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
         .push(dialect::SKIP_LOCKED);
     let candidates: Vec<CandidateRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
 
-    // Keep within each endpoint's room in this instance.
+    // Keep within each endpoint's room in this instance: first the deliveries to attempt at
+    // once, then those ahead.
     let mut used: HashMap<i64, usize> = HashMap::new();
-    let mut chosen: Vec<CandidateRow> = Vec::new();
+    let mut chosen: Vec<(CandidateRow, bool)> = Vec::new();
+    let (mut now_count, mut ahead_count) = (0, 0);
     for c in candidates {
-        if chosen.len() >= req.limit {
+        if now_count >= req.limit && ahead_count >= ahead_limit {
             break;
         }
         let key = c.endpoint_id.unwrap_or(0);
         let n = used
             .entry(key)
             .or_insert_with(|| req.in_flight.get(&key).copied().unwrap_or(0));
-        if *n >= req.per_endpoint {
+        let ahead = if now_count < req.limit && *n < req.per_endpoint {
+            now_count += 1;
+            false
+        } else if ahead_count < ahead_limit && room.contains_key(&key) && *n < most(key) {
+            ahead_count += 1;
+            true
+        } else {
             continue;
-        }
+        };
         *n += 1;
-        chosen.push(c);
+        chosen.push((c, ahead));
     }
     if chosen.is_empty() {
         return Ok(Vec::new());
     }
     // A claim whose lease expired: its attempt was interrupted (the instance stopped).
-    for c in chosen.iter().filter(|c| c.lease_token.is_some()) {
+    for (c, _) in chosen.iter().filter(|(c, _)| c.lease_token.is_some()) {
         insert_attempt(
                 tx,
                 c.id,
@@ -399,7 +417,7 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
             )
             .await?;
     }
-    let ids: Vec<i64> = chosen.iter().map(|c| c.id).collect();
+    let ids: Vec<i64> = chosen.iter().map(|(c, _)| c.id).collect();
     let mut qb = QueryBuilder::<Db>::new(
         "UPDATE webhook_deliveries SET attempts = attempts + 1, lease_until = ",
     );
@@ -413,7 +431,16 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
         .push(" WHERE id");
     push_in_list(&mut qb, &ids);
     qb.build().execute(&mut **tx).await?;
-
+    let mut claimed_from: HashMap<i64, (bool, ClaimedFrom)> = chosen
+        .into_iter()
+        .map(|(c, ahead)| {
+            let from = ClaimedFrom {
+                last_attempt_at: c.last_attempt_at,
+                next_attempt_at: c.next_attempt_at,
+            };
+            (c.id, (ahead, from))
+        })
+        .collect();
     let mut qb = QueryBuilder::<Db>::new(
             "SELECT d.id, d.uuid, d.org_id, d.attempts, ev.uuid AS event_uuid, ev.org_id AS event_org_id,
                     ev.name AS event_name, ev.data AS event_data, ev.channel AS event_channel, ev.occurred_at,
@@ -477,6 +504,9 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
             };
             // Events written before envelopes were kept have their envelope built now.
             let envelope = r.envelope.unwrap_or_else(|| event.envelope_text());
+            let (ahead, claimed_from) = claimed_from
+                .remove(&r.id)
+                .ok_or_else(|| StoreError::Other("a claimed delivery was not read back".into()))?;
             Ok(ClaimedDelivery {
                 id: r.id,
                 token: req.token,
@@ -487,6 +517,9 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
                 envelope,
                 sequence: r.sequence,
                 endpoint,
+                lease_until: req.lease_until,
+                ahead,
+                claimed_from,
             })
         })
         .collect()
@@ -626,6 +659,39 @@ impl DeliveryStore for Backend {
         let claimed = claim_in(&mut tx, claim).await?;
         tx.commit(Effects::none()).await?;
         Ok((results, claimed))
+    }
+
+    async fn hand_back(
+        &self,
+        claims: Vec<(i64, Uuid, ClaimedFrom)>,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.write().await?;
+        let mut handed = 0;
+        for (id, token, from) in claims {
+            handed += sqlx::query(
+                "UPDATE webhook_deliveries SET attempts = attempts - 1, lease_token = NULL, lease_until = NULL,
+                        last_attempt_at = $1, next_attempt_at = $2, updated_at = $3
+                 WHERE id = $4 AND lease_token = $5",
+            )
+            .bind(from.last_attempt_at)
+            .bind(from.next_attempt_at)
+            .bind(now)
+            .bind(id)
+            .bind(token)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        }
+        if handed > 0 {
+            // Due again at once: other instances may take them.
+            tx.deliveries_scheduled();
+        }
+        tx.commit(Effects::none()).await?;
+        Ok(handed)
     }
 
     async fn next_delivery_due(&self) -> StoreResult<Option<Timestamp>> {
