@@ -131,6 +131,10 @@ pub(super) mod dialect {
          FROM idempotency_records WHERE api_key_id = $1 AND idempotency_key = $2 FOR UPDATE";
     /// Appended to the dispatcher's claim query: rows another instance is claiming are skipped.
     pub const SKIP_LOCKED: &str = " FOR UPDATE SKIP LOCKED";
+    /// Whether statements on fast-growing tables keep their plan in the connection's plan
+    /// cache: no (see `record_successes`): a plan cached on an empty table scans the whole table
+    /// once it has filled.
+    pub const CACHE_GROWING_PLANS: bool = false;
     /// Appended to a SELECT that locks one endpoint row for the rest of the transaction
     /// (without blocking inserts of deliveries that reference it).
     pub const FOR_NO_KEY_UPDATE: &str = " FOR NO KEY UPDATE";

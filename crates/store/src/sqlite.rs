@@ -171,6 +171,10 @@ pub(super) mod dialect {
     /// Appended to the dispatcher's claim query (SQLite: writers are serialized, `BEGIN
     /// IMMEDIATE` makes the claim atomic across processes).
     pub const SKIP_LOCKED: &str = "";
+    /// Whether statements on fast-growing tables keep their prepared statement: yes (the stale
+    /// plans were PostgreSQL's, whose plan cache keeps the table size of the moment a plan was
+    /// made; SQLite keeps preparing once per connection).
+    pub const CACHE_GROWING_PLANS: bool = true;
     /// Appended to a SELECT that locks one endpoint row for the rest of the transaction.
     pub const FOR_NO_KEY_UPDATE: &str = "";
     /// Wakes the dispatchers of other instances when deliveries are written (none on SQLite:

@@ -305,6 +305,9 @@ impl Dispatcher {
         if claims.is_empty() {
             return;
         }
+        let ahead = claims.iter().filter(|d| d.ahead).count();
+        metrics::counter!("switchboard_webhook_deliveries_claimed_ahead_total")
+            .increment(ahead as u64);
         {
             let mut slots = self.slots.lock().unwrap();
             for d in claims {
@@ -353,10 +356,6 @@ impl Dispatcher {
             }
         }
         for (d, slot, pending) in start {
-            if d.ahead {
-                metrics::counter!("switchboard_webhook_claims_started_total", "claimed" => "ahead")
-                    .increment(1);
-            }
             let this = self.clone();
             let stop = self.hard_stop.clone();
             self.attempts.spawn(async move {
@@ -399,7 +398,8 @@ impl Dispatcher {
             .collect();
         match self.store.hand_back(claims, self.clock.now()).await {
             Ok(handed) => {
-                metrics::counter!("switchboard_webhook_claims_handed_back_total").increment(handed);
+                metrics::counter!("switchboard_webhook_deliveries_handed_back_total")
+                    .increment(handed);
                 tracing::info!(
                     handed_back = handed,
                     "claimed deliveries that had not started were handed back"
