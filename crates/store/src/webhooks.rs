@@ -162,6 +162,13 @@ pub struct ClaimRequest {
     pub ahead: Option<ClaimAhead>,
 }
 
+impl ClaimRequest {
+    /// Whether the claim asks for nothing (neither deliveries to start at once nor ahead).
+    pub fn is_empty(&self) -> bool {
+        self.limit == 0 && self.ahead.as_ref().is_none_or(|a| a.limit == 0)
+    }
+}
+
 /// The part of a claim that goes ahead of the free slots: deliveries the dispatcher holds
 /// ready and starts, with no claim transaction, as slots free up. They are leased like the
 /// others.

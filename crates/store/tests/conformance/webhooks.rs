@@ -637,9 +637,20 @@ async fn claims_ahead_are_handed_back_as_they_were(s: SharedStore) {
     let (d, _, _) = s.get_delivery(org.id, at_once.uuid).await.unwrap();
     assert!(d.in_flight);
     assert_eq!(d.attempts, 1);
+    // With no free slot, a claim takes deliveries ahead alone.
+    let mut req = claim(2000, 0, 2);
+    req.in_flight.insert(c.id, 2);
+    req.ahead = Some(ClaimAhead {
+        limit: 5,
+        room: HashMap::from([(c.id, 1)]),
+    });
+    let only_ahead = s.claim_deliveries(&req).await.unwrap();
+    assert_eq!(only_ahead.len(), 1);
+    assert!(only_ahead[0].ahead);
+    assert_eq!(only_ahead[0].endpoint.as_ref().unwrap().id, c.id);
     // Claimable again at once, as the same first attempt.
     let again = s.claim_deliveries(&claim(2000, 100, 100)).await.unwrap();
-    assert_eq!(again.len(), 18 - 3);
+    assert_eq!(again.len(), 18 - 3 - 1);
     for d in ahead {
         let c = again.iter().find(|c| c.id == d.id).unwrap();
         assert_eq!(c.attempt, 1);

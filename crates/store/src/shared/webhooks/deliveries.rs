@@ -335,7 +335,7 @@ async fn record_one(
 
 /// Claims due deliveries inside `tx` (see [`ClaimRequest`]).
 async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
-    if req.limit == 0 {
+    if req.is_empty() {
         return Ok(Vec::new());
     }
     // Per endpoint, this instance holds at most `per_endpoint` deliveries to attempt at once
@@ -622,7 +622,7 @@ async fn record_in(
 #[async_trait]
 impl DeliveryStore for Backend {
     async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
-        if req.limit == 0 {
+        if req.is_empty() {
             return Ok(Vec::new());
         }
         let mut tx = self.write().await?;
@@ -657,7 +657,7 @@ impl DeliveryStore for Backend {
         outcomes: Vec<AttemptOutcome>,
         claim: &ClaimRequest,
     ) -> StoreResult<(Vec<AttemptRecorded>, Vec<ClaimedDelivery>)> {
-        if outcomes.is_empty() && claim.limit == 0 {
+        if outcomes.is_empty() && claim.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
         let mut tx = self.write().await?;
