@@ -244,6 +244,37 @@ impl ApiError {
         .with_details(json!({ "fields": errors.0 }))
     }
 
+    /// This error with more field problems of the same request (the body's own, such as
+    /// unknown fields) named in it: a `validation_failed` gets them added to `details.fields`;
+    /// any other error gives way to a `validation_failed` of the body's problems, which come
+    /// first (a client fixes the shape of its request before its meaning).
+    pub fn with_fields(self, more: ValidationErrors) -> Self {
+        if more.is_empty() {
+            return self;
+        }
+        if self.code != "validation_failed" {
+            return Self::validation(more);
+        }
+        let mut details = self.details.unwrap_or_else(|| json!({}));
+        let mut all = ValidationErrors::new();
+        for f in details
+            .get("fields")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let text = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or_default();
+            all.add(text("field"), text("issue"));
+        }
+        all.0.extend(more.0);
+        details["fields"] = json!(all.0);
+        ApiError {
+            message: all.summary(),
+            details: Some(details),
+            ..self
+        }
+    }
+
     pub fn validation_field(field: &str, issue: impl Into<String>) -> Self {
         let mut e = ValidationErrors::new();
         e.add(field, issue);

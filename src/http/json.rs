@@ -10,30 +10,49 @@ use axum::extract::{FromRequest, Request};
 use axum::http::header::CONTENT_TYPE;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
+use switchboard_domain::ValidationErrors;
+use utoipa::openapi::{RefOr, Schema};
 
 use super::error::ApiError;
 
 /// The largest request body accepted.
 pub const BODY_LIMIT: usize = 1024 * 1024;
 
-/// A JSON request body, deserialized into `T`.
+/// A v1 JSON request body, deserialized into `T` strictly: a field `T` does not know is a 422
+/// ([`parse_strict`]).
 pub struct JsonBody<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+impl<S: Send + Sync, T: DeserializeOwned + utoipa::PartialSchema> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         check_content_type(&req)?;
         let bytes = read_body(req, state).await?;
-        parse(&bytes).map(JsonBody)
+        parse_strict(&bytes).map(JsonBody)
     }
 }
 
-/// An optional JSON request body: no body (or only whitespace) is `T::default()`; anything else
-/// is read like [`JsonBody`].
+/// A legacy `/api` JSON request body: as [`JsonBody`], but fields `T` does not know are ignored
+/// (the legacy routes stay lenient).
+pub struct LenientJsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for LenientJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        check_content_type(&req)?;
+        let bytes = read_body(req, state).await?;
+        parse(&bytes).map(LenientJsonBody)
+    }
+}
+
+/// An optional v1 JSON request body: no body (or only whitespace) is `T::default()`; anything
+/// else is read like [`JsonBody`].
 pub struct OptionalJsonBody<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJsonBody<T> {
+impl<S: Send + Sync, T: DeserializeOwned + utoipa::PartialSchema + Default> FromRequest<S>
+    for OptionalJsonBody<T>
+{
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
@@ -42,7 +61,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJsonBody(T::default()));
         }
-        parse(&bytes).map(OptionalJsonBody)
+        parse_strict(&bytes).map(OptionalJsonBody)
     }
 }
 
@@ -97,8 +116,72 @@ async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Api
 /// The deepest nesting of arrays and objects accepted anywhere in a body.
 pub const MAX_DEPTH: usize = 128;
 
-/// Parses a JSON body into `T`, classifying failures as described in the module docs.
+/// Parses a JSON body into `T`, classifying failures as described in the module docs. Fields
+/// `T` does not know are ignored: the reading of the legacy `/api` routes, which stay lenient.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let read = read::<T>(bytes, Fields::Lenient)?;
+    match read.value {
+        Some(v) if read.errors.is_empty() => Ok(v),
+        _ => Err(ApiError::validation(read.errors)),
+    }
+}
+
+/// Parses a v1 request body into `T`: as [`parse`], and a field `T` does not know is refused
+/// (issue `unknown_field`), every one of them at once, with every required field that is missing
+/// (CONVENTIONS: v1 bodies are strict; one 422 names every broken field).
+pub fn parse_strict<T: DeserializeOwned + utoipa::PartialSchema>(
+    bytes: &[u8],
+) -> Result<T, ApiError> {
+    let read = read_strict::<T>(bytes)?;
+    match read.value {
+        Some(v) if read.errors.is_empty() => Ok(v),
+        _ => Err(ApiError::validation(read.errors)),
+    }
+}
+
+/// A v1 body read field by field, for handlers that add their own field checks to the same 422:
+/// syntax errors are the `Err` (a 400, or a 422 for a body that is not an object); every field
+/// problem (unknown, missing, of the wrong type) is in `errors`, and `value` is the body when it
+/// could be built.
+pub fn read_strict<T: DeserializeOwned + utoipa::PartialSchema>(
+    bytes: &[u8],
+) -> Result<Read<T>, ApiError> {
+    read::<T>(bytes, Fields::Strict(&required_fields::<T>))
+}
+
+/// A body read leniently ([`parse`]), for handlers that add their own field checks.
+pub fn read_lenient<T: DeserializeOwned>(bytes: &[u8]) -> Result<Read<T>, ApiError> {
+    read::<T>(bytes, Fields::Lenient)
+}
+
+/// What a body read found: the value when it could be built, and every field problem.
+pub struct Read<T> {
+    pub value: Option<T>,
+    pub errors: ValidationErrors,
+}
+
+pub use switchboard_domain::validation::UNKNOWN_FIELD;
+
+/// At most this many unknown fields are named in one answer.
+const MAX_UNKNOWN_NAMED: usize = 50;
+
+/// Whether fields the type does not know are refused, and which fields are required.
+#[derive(Clone, Copy)]
+enum Fields<'a> {
+    Lenient,
+    Strict(&'a dyn Fn() -> Vec<String>),
+}
+
+/// The required top-level fields of a request type, from its schema (the derive knows which
+/// fields are `Option` or have defaults).
+fn required_fields<T: utoipa::PartialSchema>() -> Vec<String> {
+    match T::schema() {
+        RefOr::T(Schema::Object(o)) => o.required,
+        _ => Vec::new(),
+    }
+}
+
+fn read<T: DeserializeOwned>(bytes: &[u8], fields: Fields<'_>) -> Result<Read<T>, ApiError> {
     if std::str::from_utf8(bytes).is_err() {
         return Err(ApiError::malformed_json(
             "The request body is not valid UTF-8.",
@@ -119,8 +202,22 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             ))),
         };
     }
+    let mut unknown = Vec::new();
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    match serde_path_to_error::deserialize::<_, T>(&mut de) {
+    let mut track = serde_path_to_error::Track::new();
+    let result = {
+        let de = serde_path_to_error::Deserializer::new(&mut de, &mut track);
+        match fields {
+            Fields::Lenient => T::deserialize(de),
+            Fields::Strict(_) => serde_ignored::deserialize(de, |path| {
+                if unknown.len() < MAX_UNKNOWN_NAMED {
+                    unknown.push(ignored_path(&path));
+                }
+            }),
+        }
+    };
+    let mut errors = ValidationErrors::new();
+    let value = match result {
         Ok(v) => {
             // Trailing characters after the value are a syntax error too.
             if de.end().is_err() {
@@ -141,18 +238,22 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                     .ok()
                     .and_then(|v| nul_path(&v, String::new()))
                     .unwrap_or_else(|| "body".to_owned());
-                return Err(ApiError::validation_field(
-                    &field,
-                    "must not contain a NUL character",
-                ));
+                errors.add(field, "must not contain a NUL character");
+                None
+            } else {
+                Some(v)
             }
-            Ok(v)
         }
-        Err(e) => {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
+        Err(inner) => {
+            let path = track.path().to_string();
             match inner.classify() {
-                serde_json::error::Category::Data => Err(shape_error(&path, &inner)),
+                serde_json::error::Category::Data => {
+                    let (field, issue) = shape_issue(&path, &inner);
+                    errors.add(field, issue);
+                    if let Fields::Strict(required) = fields {
+                        missing_fields(bytes, &required(), &mut errors);
+                    }
+                }
                 // Valid JSON that still failed (a number too large for any type, such as
                 // 1e400) is of the wrong shape; too deep a nesting stays a syntax error.
                 serde_json::error::Category::Syntax
@@ -164,16 +265,58 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                     } else {
                         &path
                     };
-                    Err(ApiError::validation_field(
-                        field,
-                        "is a number out of range for this field",
-                    ))
+                    errors.add(field, "is a number out of range for this field");
                 }
-                _ => Err(ApiError::malformed_json(format!(
-                    "The request body is not valid JSON: {inner}"
-                ))),
+                _ => {
+                    return Err(ApiError::malformed_json(format!(
+                        "The request body is not valid JSON: {inner}"
+                    )));
+                }
+            }
+            None
+        }
+    };
+    for field in unknown {
+        errors.add(field, UNKNOWN_FIELD);
+    }
+    Ok(Read { value, errors })
+}
+
+/// Adds "is required" for every required top-level field the body lacks (serde reports only
+/// the first one), except those already named.
+fn missing_fields(bytes: &[u8], required: &[String], errors: &mut ValidationErrors) {
+    if required.is_empty() {
+        return;
+    }
+    let Ok(present) =
+        serde_json::from_slice::<std::collections::HashMap<String, serde::de::IgnoredAny>>(bytes)
+    else {
+        return;
+    };
+    for name in required {
+        if !present.contains_key(name) && !errors.0.iter().any(|e| &e.field == name) {
+            errors.add(name.clone(), "is required");
+        }
+    }
+}
+
+/// A path of serde_ignored in the API's field notation (`a.b[2].c`).
+fn ignored_path(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", ignored_path(parent)),
+        Path::Map { parent, key } => {
+            let base = ignored_path(parent);
+            if base.is_empty() {
+                key.clone()
+            } else {
+                format!("{base}.{key}")
             }
         }
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => ignored_path(parent),
     }
 }
 
@@ -271,8 +414,8 @@ fn in_json_terms(issue: &str) -> String {
     format!("{head}, expected {expected}")
 }
 
-/// A 422 for JSON of the wrong shape, naming the field.
-fn shape_error(path: &str, e: &serde_json::Error) -> ApiError {
+/// The field and the issue of JSON of the wrong shape.
+fn shape_issue(path: &str, e: &serde_json::Error) -> (String, String) {
     // serde's messages end with " at line L column C"; drop that part.
     let full = e.to_string();
     let issue = full
@@ -285,7 +428,8 @@ fn shape_error(path: &str, e: &serde_json::Error) -> ApiError {
     } else {
         path.to_owned()
     };
-    // For a missing field the path is that of the enclosing object: append the field's name.
+    // For a missing field the path is that of the enclosing object: append the field's name,
+    // and say it as the other checks do.
     if let Some(name) = issue
         .strip_prefix("missing field `")
         .and_then(|r| r.strip_suffix('`'))
@@ -295,11 +439,12 @@ fn shape_error(path: &str, e: &serde_json::Error) -> ApiError {
         } else {
             format!("{field}.{name}")
         };
+        return (field, "is required".to_owned());
     }
     if field.is_empty() {
         field = "body".to_owned();
     }
-    ApiError::validation_field(&field, issue)
+    (field, issue)
 }
 
 #[cfg(test)]
@@ -402,6 +547,93 @@ mod tests {
     fn good_bodies_parse() {
         let b: Body = parse(b" {\"count\": 3, \"unknown\": true} ").unwrap();
         assert_eq!(b.count, 3);
+    }
+
+    #[derive(Deserialize, Debug, utoipa::ToSchema)]
+    #[allow(dead_code)]
+    struct Strict {
+        to: String,
+        events: Vec<String>,
+        name: Option<String>,
+        inner: Option<StrictInner>,
+    }
+
+    #[derive(Deserialize, Debug, utoipa::ToSchema)]
+    #[allow(dead_code)]
+    struct StrictInner {
+        name: String,
+    }
+
+    fn fields(e: ApiError) -> Vec<(String, String)> {
+        assert_eq!(e.code, "validation_failed");
+        e.details.unwrap()["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["field"].as_str().unwrap().to_owned(),
+                    f["issue"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn strict_bodies_name_every_unknown_field_at_any_depth() {
+        let e = parse_strict::<Strict>(
+            br#"{"to": "x", "events": [], "enabled": false, "inner": {"name": "n", "nmae": 1}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            fields(e),
+            [
+                ("enabled".to_owned(), UNKNOWN_FIELD.to_owned()),
+                ("inner.nmae".to_owned(), UNKNOWN_FIELD.to_owned()),
+            ]
+        );
+        // The lenient reading of the legacy routes ignores them.
+        assert!(
+            parse::<Strict>(br#"{"to": "x", "events": [], "enabled": false}"#).is_ok(),
+            "lenient"
+        );
+        assert!(parse_strict::<Strict>(br#"{"to": "x", "events": ["a"], "name": null}"#).is_ok());
+    }
+
+    #[test]
+    fn strict_bodies_name_every_missing_field_with_the_unknown_ones() {
+        let e = parse_strict::<Strict>(br#"{"text": "hi"}"#).unwrap_err();
+        let mut got = fields(e);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("events".to_owned(), "is required".to_owned()),
+                ("text".to_owned(), UNKNOWN_FIELD.to_owned()),
+                ("to".to_owned(), "is required".to_owned()),
+            ]
+        );
+        // A wrong type and a missing field, both named.
+        let mut got = fields(parse_strict::<Strict>(br#"{"to": 5}"#).unwrap_err());
+        got.sort();
+        assert_eq!(got[0].0, "events");
+        assert_eq!(got[1].0, "to");
+        assert!(got[1].1.contains("expected a string"), "{got:?}");
+    }
+
+    #[test]
+    fn read_strict_keeps_the_value_beside_unknown_fields() {
+        let read = read_strict::<Strict>(br#"{"to": "x", "events": [], "extra": 1}"#).unwrap();
+        assert_eq!(read.value.unwrap().to, "x");
+        assert_eq!(
+            read.errors.0,
+            [switchboard_domain::FieldError::new("extra", UNKNOWN_FIELD)]
+        );
+        // Syntax errors stay 400s.
+        assert_eq!(
+            read_strict::<Strict>(b"{\"to\": ").err().unwrap().code,
+            "malformed_json"
+        );
     }
 
     mod properties {

@@ -18,6 +18,7 @@ both_backends!(
     the_demo_accepts_local_webhook_targets,
     unsafe_urls_say_how_to_allow_local_targets,
     listen_forwards_signed_events_and_resumes,
+    v1_bodies_refuse_unknown_fields_and_name_every_problem,
 );
 
 async fn contacts_are_listed_and_read_through_v1(backend: Backend) {
@@ -180,7 +181,7 @@ async fn unsafe_urls_say_how_to_allow_local_targets(backend: Backend) {
         message.contains("SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS") && message.contains("--demo"),
         "{message}"
     );
-    assert_eq!(r.body["error"]["details"]["field"], "url");
+    assert_eq!(r.body["error"]["details"]["fields"][0]["field"], "url");
     // Credentials are never allowed: no hint there.
     let r = server
         .post(
@@ -330,4 +331,162 @@ async fn listen_forwards_signed_events_and_resumes(backend: Backend) {
         .unwrap();
     assert!(status.success(), "{status:?}");
     drop(server);
+}
+
+/// The fields of a `validation_failed`, sorted: `(field, issue)`.
+fn field_issues(r: &crate::support::Resp) -> Vec<(String, String)> {
+    assert_eq!(r.body["error"]["code"], "validation_failed", "{}", r.text);
+    let mut out: Vec<(String, String)> = r.body["error"]["details"]["fields"]
+        .as_array()
+        .unwrap_or_else(|| panic!("details.fields: {}", r.text))
+        .iter()
+        .map(|f| {
+            (
+                f["field"].as_str().unwrap().to_owned(),
+                f["issue"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// v1 bodies are strict (CONVENTIONS "Errors"): a field the request does not have is a 422
+/// `validation_failed` with issue `unknown_field`, named with every other broken field at
+/// once, and nothing is sent or created; the legacy `/api` routes stay lenient. Every error
+/// that points at fields has one `details.fields` shape.
+async fn v1_bodies_refuse_unknown_fields_and_name_every_problem(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env.start(&[("SWITCHBOARD_RATE_LIMIT_SENDS", "1000")]).await;
+    let send = |body: serde_json::Value, key: &'static str| {
+        let server = &server;
+        let api_key = seed.key.clone();
+        async move {
+            server
+                .post_with(
+                    "/api/v1/integrations/messages",
+                    &api_key,
+                    &body,
+                    &[("Idempotency-Key", key)],
+                )
+                .await
+        }
+    };
+    // Another API's names: each unknown field and each missing one, in one answer.
+    let r = send(json!({"to": "+4915123456789", "text": "hi"}), "k1").await;
+    assert_eq!(r.status, 422, "{}", r.text);
+    let got = field_issues(&r);
+    let named: Vec<&str> = got.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(named, ["contact_uuid", "message", "text", "to"]);
+    for (field, issue) in &got {
+        let unknown = issue == "unknown_field";
+        assert_eq!(
+            unknown,
+            field == "text" || field == "to",
+            "{field}: {issue}"
+        );
+    }
+    // An empty body names the text and the recipient.
+    let r = send(json!({}), "k2").await;
+    let named: Vec<String> = field_issues(&r).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(named, ["contact_uuid", "message"]);
+    // A good send with one extra field is refused as a whole: nothing is sent.
+    let r = send(
+        json!({"phone": "+4915123456789", "message": "hi", "priority": "high"}),
+        "k3",
+    )
+    .await;
+    assert_eq!(
+        field_issues(&r),
+        [("priority".to_owned(), "unknown_field".to_owned())]
+    );
+    let history = server
+        .get("/api/v1/integrations/messages", &seed.key)
+        .await
+        .expect(200);
+    assert_eq!(history.body["data"].as_array().unwrap().len(), 0);
+    // The corrected request may reuse the key (a refusal before execution is not stored).
+    send(json!({"phone": "+4915123456789", "message": "hi"}), "k3")
+        .await
+        .expect(201);
+    // The legacy route keeps taking what it does not know.
+    server
+        .post(
+            "/api/send",
+            &seed.key,
+            &json!({"phone": "+4915123456789", "message": "hi", "priority": "high"}),
+        )
+        .await
+        .expect(201);
+
+    // Endpoints: `enabled` is not a field (`status` is); nothing is created.
+    let r = server
+        .post(
+            ENDPOINTS,
+            &seed.key,
+            &json!({"url": "https://example.com/hooks", "events": ["message.sent"], "enabled": false}),
+        )
+        .await;
+    assert_eq!(
+        field_issues(&r),
+        [("enabled".to_owned(), "unknown_field".to_owned())]
+    );
+    // Missing required fields are all named, beside the unknown one.
+    let r = server
+        .post(ENDPOINTS, &seed.key, &json!({"name": "x", "target": "y"}))
+        .await;
+    assert_eq!(
+        field_issues(&r),
+        [
+            ("events".to_owned(), "is required".to_owned()),
+            ("target".to_owned(), "unknown_field".to_owned()),
+            ("url".to_owned(), "is required".to_owned()),
+        ]
+    );
+    let list = server.get(ENDPOINTS, &seed.key).await.expect(200);
+    assert_eq!(list.body["data"].as_array().unwrap().len(), 0);
+    // Nested objects too, and optional bodies once given.
+    let r = server
+        .post_with(
+            "/api/v1/integrations/messages/template",
+            &seed.key,
+            &json!({"phone": "+4915123456789",
+                    "template": {"name": "hello", "language": "en", "lang": "en"}}),
+            &[("Idempotency-Key", "k4")],
+        )
+        .await;
+    assert_eq!(
+        field_issues(&r),
+        [("template.lang".to_owned(), "unknown_field".to_owned())]
+    );
+
+    // One details shape for every error that points at fields.
+    let r = send(
+        json!({"phone": "+4915123456789", "message": "hi", "channel_id": seed.channel_id,
+               "channel_slug": "sandbox"}),
+        "k5",
+    )
+    .await
+    .expect_error(422, "channel_conflict");
+    let fields: Vec<&str> = r.body["error"]["details"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            assert!(f["issue"].is_string(), "{}", r.text);
+            f["field"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(fields, ["channel_id", "channel_slug"]);
+    let r = server
+        .post(
+            ENDPOINTS,
+            &seed.key,
+            &json!({"url": "https://10.0.0.1/hooks", "events": ["message.sent"]}),
+        )
+        .await
+        .expect_error(422, "unsafe_url");
+    assert_eq!(r.body["error"]["details"]["fields"][0]["field"], "url");
+    assert!(r.body["error"]["details"]["fields"][0]["issue"].is_string());
 }

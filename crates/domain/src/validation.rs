@@ -20,6 +20,25 @@ impl FieldError {
     }
 }
 
+/// The issue of a field a request does not have (CONVENTIONS: v1 bodies refuse them).
+pub const UNKNOWN_FIELD: &str = "unknown_field";
+
+/// Adds [`UNKNOWN_FIELD`] for every member of the object `value` (when it is one) that is not
+/// in `known`, named `{path}.{member}`: for objects a request keeps as JSON but whose members
+/// are fixed (a template's `name`, `language`, `components`).
+pub fn unknown_members(
+    errors: &mut ValidationErrors,
+    value: Option<&serde_json::Value>,
+    path: &str,
+    known: &[&str],
+) {
+    if let Some(serde_json::Value::Object(map)) = value {
+        for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
+            errors.add(format!("{path}.{key}"), UNKNOWN_FIELD);
+        }
+    }
+}
+
 /// An accumulator of field errors, so that one response reports every problem at once.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ValidationErrors(pub Vec<FieldError>);
@@ -68,5 +87,22 @@ mod tests {
         assert_eq!(e.summary(), "phone: is required");
         e.add("message", "must not be blank");
         assert_eq!(e.summary(), "2 fields are invalid.");
+    }
+
+    #[test]
+    fn unknown_members_are_named_with_their_path() {
+        let mut e = ValidationErrors::new();
+        let v = serde_json::json!({"name": "a", "lang": "en", "x": 1});
+        unknown_members(&mut e, Some(&v), "template", &["name", "language"]);
+        assert_eq!(
+            e.0,
+            [
+                FieldError::new("template.lang", UNKNOWN_FIELD),
+                FieldError::new("template.x", UNKNOWN_FIELD),
+            ]
+        );
+        unknown_members(&mut e, Some(&serde_json::json!("text")), "template", &[]);
+        unknown_members(&mut e, None, "template", &[]);
+        assert_eq!(e.0.len(), 2);
     }
 }

@@ -34,7 +34,7 @@ use switchboard_store::legacy::{
 
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};
-use super::super::json::JsonBody;
+use super::super::json::LenientJsonBody;
 use super::super::state::AppState;
 use super::groups::{contact_uuids, unknown_contacts};
 use super::path_uuid;
@@ -85,10 +85,10 @@ pub struct CampaignRequest {
 pub async fn create_campaign(
     State(state): State<AppState>,
     principal: Principal,
-    body: Result<JsonBody<CampaignRequest>, ApiError>,
+    body: Result<LenientJsonBody<CampaignRequest>, ApiError>,
 ) -> ApiResult<(StatusCode, Json<CampaignOut>)> {
     principal.require(Scope::CampaignsWrite)?;
-    let JsonBody(body) = body?;
+    let LenientJsonBody(body) = body?;
     let mut errors = ValidationErrors::new();
     let name = match body.name.as_deref().map(str::trim) {
         Some(n) if !n.is_empty() && n.chars().count() <= 200 && !n.contains(char::is_control) => {

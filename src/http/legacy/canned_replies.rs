@@ -19,7 +19,7 @@ use switchboard_store::legacy::CannedReplyRecord;
 
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};
-use super::super::json::JsonBody;
+use super::super::json::LenientJsonBody;
 use super::super::list_query::ListQuery;
 use super::super::pagination::Page;
 use super::super::query::QueryParams;
@@ -149,10 +149,10 @@ pub async fn list_canned_replies(
 pub async fn create_canned_reply(
     State(state): State<AppState>,
     principal: Principal,
-    body: Result<JsonBody<CannedReplyRequest>, ApiError>,
+    body: Result<LenientJsonBody<CannedReplyRequest>, ApiError>,
 ) -> ApiResult<(StatusCode, Json<CannedReplyOut>)> {
     principal.require(Scope::CannedRepliesWrite)?;
-    let JsonBody(body) = body?;
+    let LenientJsonBody(body) = body?;
     let mut errors = ValidationErrors::new();
     let shortcut = match body.shortcut.as_deref() {
         Some(s) => check_shortcut(&mut errors, s),
@@ -205,10 +205,10 @@ pub async fn update_canned_reply(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<String>,
-    body: Result<JsonBody<CannedReplyRequest>, ApiError>,
+    body: Result<LenientJsonBody<CannedReplyRequest>, ApiError>,
 ) -> ApiResult<Json<CannedReplyOut>> {
     principal.require(Scope::CannedRepliesWrite)?;
-    let JsonBody(body) = body?;
+    let LenientJsonBody(body) = body?;
     let uuid = path_uuid(&id, "The canned reply")?;
     let mut errors = ValidationErrors::new();
     if body.shortcut.is_none() && body.text.is_none() {

@@ -27,7 +27,7 @@ use switchboard_store::legacy::{ContactPatch, ContactQuery};
 
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};
-use super::super::json::JsonBody;
+use super::super::json::LenientJsonBody;
 use super::super::list_query::ListQuery;
 use super::super::pagination::Page;
 use super::super::query::QueryParams;
@@ -151,10 +151,10 @@ pub async fn list_contacts(
 pub async fn create_contact(
     State(state): State<AppState>,
     principal: Principal,
-    body: Result<JsonBody<CreateContactRequest>, ApiError>,
+    body: Result<LenientJsonBody<CreateContactRequest>, ApiError>,
 ) -> ApiResult<(StatusCode, Json<ContactOut>)> {
     principal.require(Scope::ContactsWrite)?;
-    let JsonBody(body) = body?;
+    let LenientJsonBody(body) = body?;
     let mut errors = ValidationErrors::new();
     let phone = match body.phone.as_deref() {
         Some(p) => parse_phone(&mut errors, p),
@@ -235,10 +235,10 @@ pub async fn update_contact(
     State(state): State<AppState>,
     principal: Principal,
     Path(uuid): Path<String>,
-    body: Result<JsonBody<UpdateContactRequest>, ApiError>,
+    body: Result<LenientJsonBody<UpdateContactRequest>, ApiError>,
 ) -> ApiResult<Json<ContactOut>> {
     principal.require(Scope::ContactsWrite)?;
-    let JsonBody(body) = body?;
+    let LenientJsonBody(body) = body?;
     let uuid = path_uuid(&uuid, "The contact")?;
     let mut errors = ValidationErrors::new();
     let phone = body

@@ -21,7 +21,7 @@ use switchboard_store::legacy::{GroupRecord, MembershipOutcome, PageQuery};
 
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};
-use super::super::json::JsonBody;
+use super::super::json::LenientJsonBody;
 use super::super::list_query::ListQuery;
 use super::super::pagination::Page;
 use super::super::query::QueryParams;
@@ -138,10 +138,10 @@ pub async fn list_groups(
 pub async fn create_group(
     State(state): State<AppState>,
     principal: Principal,
-    body: Result<JsonBody<GroupRequest>, ApiError>,
+    body: Result<LenientJsonBody<GroupRequest>, ApiError>,
 ) -> ApiResult<(StatusCode, Json<GroupOut>)> {
     principal.require(Scope::GroupsWrite)?;
-    let JsonBody(body) = body?;
+    let LenientJsonBody(body) = body?;
     let name = group_name(body.name.as_deref())?;
     let g = groups::create_group(
         state.store.as_ref(),
@@ -256,10 +256,10 @@ pub async fn update_group(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<String>,
-    body: Result<JsonBody<GroupRequest>, ApiError>,
+    body: Result<LenientJsonBody<GroupRequest>, ApiError>,
 ) -> ApiResult<Json<GroupOut>> {
     principal.require(Scope::GroupsWrite)?;
-    let JsonBody(body) = body?;
+    let LenientJsonBody(body) = body?;
     let uuid = path_uuid(&id, "The group")?;
     let name = group_name(body.name.as_deref())?;
     let g = groups::rename_group(
@@ -391,10 +391,10 @@ pub async fn add_members(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<String>,
-    body: Result<JsonBody<MembersRequest>, ApiError>,
+    body: Result<LenientJsonBody<MembersRequest>, ApiError>,
 ) -> ApiResult<Json<GroupOut>> {
     principal.require(Scope::GroupsWrite)?;
-    let JsonBody(body) = body?;
+    let LenientJsonBody(body) = body?;
     change_members(state, principal, id, body, true).await
 }
 
@@ -418,10 +418,10 @@ pub async fn remove_members(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<String>,
-    body: Result<JsonBody<MembersRequest>, ApiError>,
+    body: Result<LenientJsonBody<MembersRequest>, ApiError>,
 ) -> ApiResult<Json<GroupOut>> {
     principal.require(Scope::GroupsWrite)?;
-    let JsonBody(body) = body?;
+    let LenientJsonBody(body) = body?;
     change_members(state, principal, id, body, false).await
 }
 

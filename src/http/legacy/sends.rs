@@ -18,8 +18,8 @@ use crate::http::channels::{self, ChannelOut};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::json::RawJson;
 use crate::http::messages::{
-    self, CatalogSendResponse, HistoryQuery, SendMediaRequest, SendMessageRequest, SendResponse,
-    SendTemplateRequest, media_request, send_frame, template_request, text_request,
+    self, CatalogSendResponse, HistoryQuery, Route, SendMediaRequest, SendMessageRequest,
+    SendResponse, SendTemplateRequest, media_request, send_frame, template_request, text_request,
 };
 use crate::http::pagination::Page;
 use crate::http::query::QueryParams;
@@ -60,7 +60,7 @@ pub async fn send(
         headers,
         body,
         SEND_PATH,
-        false,
+        Route::Legacy,
         text_request,
     )
     .await
@@ -95,7 +95,7 @@ pub async fn send_media(
         headers,
         body,
         SEND_MEDIA_PATH,
-        false,
+        Route::Legacy,
         media_request,
     )
     .await
@@ -132,7 +132,7 @@ pub async fn send_template(
         headers,
         body,
         SEND_TEMPLATE_PATH,
-        false,
+        Route::Legacy,
         template_request,
     )
     .await

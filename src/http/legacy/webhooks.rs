@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 use crate::http::auth::Principal;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::json::JsonBody;
+use crate::http::json::LenientJsonBody;
 use crate::http::pagination::Page;
 use crate::http::query::QueryParams;
 use crate::http::state::AppState;
@@ -124,10 +124,10 @@ pub async fn list_records(
 pub async fn create_record(
     State(state): State<AppState>,
     principal: Principal,
-    body: Result<JsonBody<LegacyWebhookRequest>, ApiError>,
+    body: Result<LenientJsonBody<LegacyWebhookRequest>, ApiError>,
 ) -> ApiResult<Response> {
     principal.require(Scope::WebhooksWrite)?;
-    let JsonBody(body) = body?;
+    let LenientJsonBody(body) = body?;
     let record = ops::create_legacy_record(
         &deps(&state),
         principal.org_id,

@@ -17,7 +17,7 @@ use uuid::Uuid;
 use crate::http::auth::Principal;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::idempotency;
-use crate::http::json::{RawJson, parse};
+use crate::http::json::{RawJson, parse_strict};
 use crate::http::path::Path;
 use crate::http::rate_limit::LimitClass;
 use crate::http::state::AppState;
@@ -30,7 +30,7 @@ use switchboard_store::queue::BatchRecord;
 use switchboard_store::{ClaimToken, StoredResponse};
 
 use super::requests::{SendPlan, media_request, template_request, text_request};
-use super::send::{send_context, send_error};
+use super::send::{Route, plan_of, send_context, send_error};
 use super::views::{SendMediaRequest, SendMessageRequest, SendTemplateRequest};
 
 pub const BATCH_PATH: &str = "/api/v1/integrations/messages/batch";
@@ -128,9 +128,9 @@ fn item_input(principal: &Principal, item: &Value) -> Result<SendInput, ApiError
     obj.remove("path");
     let bytes = serde_json::to_vec(&Value::Object(obj)).expect("JSON serializes");
     let plan: SendPlan = match path {
-        "media" => media_request(parse::<SendMediaRequest>(&bytes)?)?.into(),
-        "template" => template_request(parse::<SendTemplateRequest>(&bytes)?)?,
-        _ => text_request(parse::<SendMessageRequest>(&bytes)?)?.into(),
+        "media" => plan_of::<SendMediaRequest, _, _>(&bytes, Route::V1, media_request)?,
+        "template" => plan_of::<SendTemplateRequest, _, _>(&bytes, Route::V1, template_request)?,
+        _ => plan_of::<SendMessageRequest, _, _>(&bytes, Route::V1, text_request)?,
     };
     let SendPlan::Plain(addressing, content) = plan else {
         return Err(ApiError::validation_field(
@@ -194,7 +194,7 @@ async fn perform(
     body: Bytes,
     token: Option<ClaimToken>,
 ) -> Response {
-    let request: BatchRequest = match parse(&body) {
+    let request: BatchRequest = match parse_strict(&body) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };

@@ -26,8 +26,8 @@ pub use history::{HistoryQuery, list_messages};
 pub use requests::{
     Addressing, SendPlan, addressing, media_request, template_request, text_request,
 };
+pub use send::{Route, send_error, send_frame, send_media, send_message, send_template};
 pub(crate) use send::{plain_completion, plain_outcome, send_context};
-pub use send::{send_error, send_frame, send_media, send_message, send_template};
 pub use views::{
     CatalogSendResponse, ConsentInput, SendMediaRequest, SendMessageRequest, SendResponse,
     SendTemplateRequest,

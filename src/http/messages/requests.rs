@@ -13,6 +13,7 @@ use switchboard_domain::message::{
 };
 use switchboard_domain::phone::Phone;
 use switchboard_domain::template::parse_request_template;
+use switchboard_domain::validation::unknown_members;
 
 use super::MAX_SLUG_INPUT;
 use super::views::{SendMediaRequest, SendMessageRequest, SendTemplateRequest};
@@ -91,6 +92,51 @@ pub fn addressing(
     }
 }
 
+/// The members of the objects a send body keeps as JSON that have a fixed set of members
+/// (checked on v1, where a member they do not have is refused like any unknown field; the
+/// WhatsApp `interactive` object is the provider's own and is not listed).
+pub trait FixedMembers {
+    fn unknown_members(&self) -> ValidationErrors {
+        ValidationErrors::new()
+    }
+}
+
+impl FixedMembers for SendMessageRequest {}
+impl FixedMembers for SendMediaRequest {}
+
+impl FixedMembers for SendTemplateRequest {
+    fn unknown_members(&self) -> ValidationErrors {
+        let mut errors = ValidationErrors::new();
+        unknown_members(
+            &mut errors,
+            self.template.as_ref(),
+            "template",
+            &["name", "language", "components"],
+        );
+        unknown_members(
+            &mut errors,
+            self.consent.as_ref(),
+            "consent",
+            &["confirmed", "purpose", "source", "reference", "captured_at"],
+        );
+        errors
+    }
+}
+
+/// A plain send needs its recipient: `contact_uuid`, or the legacy `phone`.
+fn require_recipient(
+    errors: &mut ValidationErrors,
+    contact_uuid: Option<&str>,
+    phone: Option<&str>,
+) {
+    if contact_uuid.is_none() && phone.is_none() {
+        errors.add(
+            "contact_uuid",
+            "is required (or give the recipient's phone)",
+        );
+    }
+}
+
 fn merge(
     errors: &mut ValidationErrors,
     result: Result<Content, ValidationErrors>,
@@ -106,6 +152,7 @@ fn merge(
 
 pub fn text_request(r: SendMessageRequest) -> Result<(Addressing, Content), ApiError> {
     let mut errors = ValidationErrors::new();
+    require_recipient(&mut errors, r.contact_uuid.as_deref(), r.phone.as_deref());
     let addressing = addressing(
         &mut errors,
         r.channel_id,
@@ -133,6 +180,7 @@ pub fn text_request(r: SendMessageRequest) -> Result<(Addressing, Content), ApiE
 
 pub fn media_request(r: SendMediaRequest) -> Result<(Addressing, Content), ApiError> {
     let mut errors = ValidationErrors::new();
+    require_recipient(&mut errors, r.contact_uuid.as_deref(), r.phone.as_deref());
     let addressing = addressing(
         &mut errors,
         r.channel_id,
@@ -163,6 +211,7 @@ pub fn template_request(r: SendTemplateRequest) -> Result<SendPlan, ApiError> {
         return catalog_request(r);
     }
     let mut errors = ValidationErrors::new();
+    require_recipient(&mut errors, r.contact_uuid.as_deref(), r.phone.as_deref());
     let addressing = addressing(
         &mut errors,
         r.channel_id,

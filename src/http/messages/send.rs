@@ -21,7 +21,7 @@ use switchboard_domain::scope::Scope;
 use switchboard_store::{ClaimToken, RecordedOutbound, StoredResponse};
 
 use super::requests::{
-    Addressing, CatalogPlan, SendPlan, media_request, template_request, text_request,
+    Addressing, CatalogPlan, FixedMembers, SendPlan, media_request, template_request, text_request,
 };
 use super::views::{
     CatalogSendResponse, SendMediaRequest, SendMessageRequest, SendResponse, SendTemplateRequest,
@@ -30,7 +30,7 @@ use super::{MEDIA_PATH, MESSAGES_PATH, TEMPLATE_PATH};
 use crate::http::auth::Principal;
 use crate::http::error::{ApiError, ErrorBody, ErrorObject};
 use crate::http::idempotency::{self, ClaimLost};
-use crate::http::json::{RawJson, parse};
+use crate::http::json::{RawJson, Read, read_lenient, read_strict};
 use crate::http::request_id;
 use crate::http::state::AppState;
 
@@ -120,24 +120,21 @@ async fn perform<T, F, R>(
     state: AppState,
     principal: Principal,
     body: Bytes,
+    route: Route,
     token: Option<ClaimToken>,
     prepare: F,
 ) -> Response
 where
-    T: DeserializeOwned,
+    T: DeserializeOwned + utoipa::PartialSchema + FixedMembers,
     F: FnOnce(T) -> Result<R, ApiError>,
     R: Into<SendPlan>,
 {
-    let request: T = match parse(&body) {
-        Ok(r) => r,
+    let (addressing, content) = match plan_of(&body, route, prepare) {
         Err(e) => return e.into_response(),
-    };
-    let (addressing, content) = match prepare(request).map(Into::into) {
         Ok(SendPlan::Plain(addressing, content)) => (addressing, content),
         Ok(SendPlan::Catalog(addressing, plan)) => {
             return run_catalog_send(state, principal, addressing, plan, token).await;
         }
-        Err(e) => return e.into_response(),
     };
     let input = SendInput {
         org_id: principal.org_id,
@@ -152,9 +149,44 @@ where
     run_plain_send(&state, input, token).await
 }
 
+/// A send's body read (strictly on v1) and checked for shape by `prepare`: the body's own
+/// problems (unknown fields, wrong types) and the send's field checks are one 422.
+pub(super) fn plan_of<T, F, R>(body: &[u8], route: Route, prepare: F) -> Result<SendPlan, ApiError>
+where
+    T: DeserializeOwned + utoipa::PartialSchema + FixedMembers,
+    F: FnOnce(T) -> Result<R, ApiError>,
+    R: Into<SendPlan>,
+{
+    let Read { value, errors } = match route {
+        Route::V1 => read_strict::<T>(body)?,
+        Route::Legacy => read_lenient::<T>(body)?,
+    };
+    let Some(request) = value else {
+        return Err(ApiError::validation(errors));
+    };
+    let mut errors = errors;
+    if route == Route::V1 {
+        errors.0.extend(request.unknown_members().0);
+    }
+    match prepare(request).map(Into::into) {
+        Err(e) => Err(e.with_fields(errors)),
+        Ok(_) if !errors.is_empty() => Err(ApiError::validation(errors)),
+        Ok(plan) => Ok(plan),
+    }
+}
+
+/// Which API a send arrived on: the v1 paths require `Idempotency-Key` and refuse body fields
+/// they do not know; the legacy `/api/send*` routes honour the key when present and stay
+/// lenient about fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    V1,
+    Legacy,
+}
+
 /// The scope and idempotency frame of a send: `messages:write`, then `Idempotency-Key`
-/// (required on the v1 paths; legacy `/api/send*` routes pass `idempotency_required: false`
-/// and get the same rules when the header is present), then the send itself, whose result and
+/// (required on the v1 paths; legacy `/api/send*` routes get the same rules when the header
+/// is present: [`Route`]), then the send itself, whose result and
 /// completed idempotency record are written in one transaction. `prepare` turns the parsed
 /// body into the addressing and validated content ([`text_request`], [`media_request`], or a
 /// legacy route's own), or into a [`SendPlan`] ([`template_request`]: plain template sends,
@@ -165,11 +197,11 @@ pub async fn send_frame<T, F, R>(
     headers: HeaderMap,
     body: Bytes,
     path: &'static str,
-    idempotency_required: bool,
+    route: Route,
     prepare: F,
 ) -> Response
 where
-    T: DeserializeOwned + Send + 'static,
+    T: DeserializeOwned + utoipa::PartialSchema + FixedMembers + Send + 'static,
     F: FnOnce(T) -> Result<R, ApiError> + Send + 'static,
     R: Into<SendPlan> + 'static,
 {
@@ -181,10 +213,12 @@ where
         &state,
         &principal,
         &headers,
-        idempotency_required,
+        route == Route::V1,
         path,
         &body,
-        move |token| perform::<T, F, R>(work_state, work_principal, work_body, token, prepare),
+        move |token| {
+            perform::<T, F, R>(work_state, work_principal, work_body, route, token, prepare)
+        },
     )
     .await
 }
@@ -326,7 +360,7 @@ pub async fn send_message(
         headers,
         body,
         MESSAGES_PATH,
-        true,
+        Route::V1,
         text_request,
     )
     .await
@@ -360,7 +394,7 @@ pub async fn send_media(
         headers,
         body,
         MEDIA_PATH,
-        true,
+        Route::V1,
         media_request,
     )
     .await
@@ -396,7 +430,7 @@ pub async fn send_template(
         headers,
         body,
         TEMPLATE_PATH,
-        true,
+        Route::V1,
         template_request,
     )
     .await

@@ -406,8 +406,9 @@ pub async fn test_endpoint(
     body: Result<OptionalJsonBody<TestBody>, ApiError>,
 ) -> ApiResult<Response> {
     principal.require(Scope::WebhooksWrite)?;
-    let OptionalJsonBody(body) = body?;
     let uuid = path_uuid(&uuid, "The webhook endpoint")?;
+    let OptionalJsonBody(body) =
+        super::body_for_endpoint(&state, principal.org_id, uuid, body).await?;
     let (delivery_id, event_id) =
         ops::send_test(&deps(&state), principal.org_id, uuid, body.event.as_deref()).await?;
     Ok((

@@ -53,9 +53,11 @@ impl From<WebhookError> for ApiError {
                     Some(h) => format!("The endpoint URL is not allowed: {m}. {h}"),
                     None => format!("The endpoint URL is not allowed: {m}."),
                 };
+                // One details shape for every error that points at fields (CONVENTIONS).
+                let fields = serde_json::json!([{ "field": "url", "issue": m }]);
                 ApiError::unprocessable("unsafe_url", message).with_details(match hint {
-                    Some(h) => serde_json::json!({ "field": "url", "hint": h }),
-                    None => serde_json::json!({ "field": "url" }),
+                    Some(h) => serde_json::json!({ "fields": fields, "hint": h }),
+                    None => serde_json::json!({ "fields": fields }),
                 })
             }
             WebhookError::NotFound(what) => ApiError::not_found(what),
@@ -69,6 +71,30 @@ impl From<WebhookError> for ApiError {
                 "The endpoint is disabled; re-enable it (PUT with \"status\": \"active\") and recover again.",
             ),
             WebhookError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// The body of an operation on one endpoint, once it is known to be one of this organization's:
+/// an unknown endpoint (or another organization's) is a 404 whatever its body, as on the
+/// operations without one. A good body costs nothing more.
+pub(crate) async fn body_for_endpoint<T>(
+    state: &AppState,
+    org_id: i64,
+    uuid: Uuid,
+    body: Result<T, ApiError>,
+) -> ApiResult<T> {
+    match body {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            crate::ops::webhooks::get_endpoint(
+                &deps(state),
+                org_id,
+                uuid,
+                crate::ops::webhooks::Kind::Endpoint,
+            )
+            .await?;
+            Err(e)
         }
     }
 }

@@ -153,7 +153,6 @@ pub async fn get_recovery(
 /// Body of `POST /webhook-deliveries/retry`: the ledger's filters; `status` or
 /// `endpoint_uuid` (or both) is required.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct BulkRetryBody {
     /// pending, retrying, failed or retries_exhausted.
     pub status: Option<String>,

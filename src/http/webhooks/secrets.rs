@@ -45,10 +45,12 @@ pub async fn rotate_secret(
     State(state): State<AppState>,
     principal: Principal,
     Path(uuid): Path<String>,
-    OptionalJsonBody(body): OptionalJsonBody<RotateSecretBody>,
+    body: Result<OptionalJsonBody<RotateSecretBody>, ApiError>,
 ) -> ApiResult<Json<EndpointOut>> {
     principal.require(Scope::WebhooksWrite)?;
     let uuid = path_uuid(&uuid, "The webhook endpoint")?;
+    let OptionalJsonBody(body) =
+        super::body_for_endpoint(&state, principal.org_id, uuid, body).await?;
     let grace = match body.grace_period.as_deref() {
         None => ops::DEFAULT_ROTATION_GRACE,
         Some(text) => match switchboard_domain::time::parse_duration(text) {

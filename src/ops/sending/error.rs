@@ -113,9 +113,10 @@ impl SendError {
     pub fn details(&self) -> Option<Value> {
         match self {
             SendError::Validation(errors) => Some(json!({ "fields": errors.0 })),
-            SendError::Channel(SelectionError::Conflict) => {
-                Some(json!({ "fields": ["channel_id", "channel_slug"] }))
-            }
+            SendError::Channel(SelectionError::Conflict) => Some(json!({ "fields": [
+                FieldError::new("channel_id", "give channel_id or channel_slug, not both"),
+                FieldError::new("channel_slug", "give channel_id or channel_slug, not both"),
+            ] })),
             SendError::Channel(SelectionError::NoDefault) => None,
             SendError::Channel(SelectionError::Invalid {
                 reason,
@@ -361,10 +362,14 @@ mod tests {
 
         let e = SendError::Channel(SelectionError::Conflict);
         assert_eq!(e.code(), "channel_conflict");
-        assert_eq!(
-            e.details(),
-            Some(json!({ "fields": ["channel_id", "channel_slug"] }))
-        );
+        let details = e.details().unwrap();
+        let named: Vec<_> = details["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| (f["field"].as_str().unwrap(), f["issue"].is_string()))
+            .collect();
+        assert_eq!(named, [("channel_id", true), ("channel_slug", true)]);
         let e = SendError::Channel(SelectionError::NoDefault);
         assert_eq!((e.code(), e.details()), ("no_default_channel", None));
 
