@@ -1,16 +1,48 @@
 """A client generated from the served OpenAPI document (package `sbclient`) talks to a demo
-server: a send, a list that finds it, and a 422 that parses as the documented error body."""
+server: a send, a list that finds it, a 422 that parses as the documented error body, and a
+real webhook delivery decoded with the event type of the document's `webhooks`."""
 
+import hashlib
+import hmac
+import http.server
+import json
 import sys
+import threading
 import uuid
 
 from sbclient import AuthenticatedClient
 from sbclient.api.channels import list_channels
 from sbclient.api.messages import list_messages, send_message
-from sbclient.models import ErrorBody, SendMessageRequest, SendResponse
+from sbclient.models import ErrorBody, MessageSentEvent, SendMessageRequest, SendResponse
 
 base, key = sys.argv[1], sys.argv[2]
 client = AuthenticatedClient(base_url=base, token=key, raise_on_unexpected_status=True)
+
+# A receiver for one endpoint (the demo allows local http:// targets).
+received = []
+arrived = threading.Event()
+
+
+class Receiver(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        received.append((self.headers, body))
+        self.send_response(204)
+        self.end_headers()
+        arrived.set()
+
+    def log_message(self, *args):
+        pass
+
+
+receiver = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+threading.Thread(target=receiver.serve_forever, daemon=True).start()
+created = client.get_httpx_client().post(
+    "/api/v1/integrations/webhook-endpoints",
+    json={"url": f"http://127.0.0.1:{receiver.server_port}/hooks", "events": ["message.sent"]},
+)
+assert created.status_code == 201, created.text
+secret = created.json()["signing_secret"]
 
 channels = list_channels.sync_detailed(client=client)
 assert channels.status_code == 200, channels
@@ -36,4 +68,17 @@ assert refused.status_code == 422, (refused.status_code, refused.content)
 assert isinstance(refused.parsed, ErrorBody), refused.parsed
 assert refused.parsed.error.code == "channel_conflict", refused.parsed.error.code
 
-print(f"generated client: send {message_id}, list, 422 {refused.parsed.error.code}: ok")
+assert arrived.wait(30), "the message.sent delivery arrived"
+headers, raw = received[0]
+timestamp = headers["X-Switchboard-Timestamp"]
+expected = hmac.new(secret.encode(), f"{timestamp}.".encode() + raw, hashlib.sha256).hexdigest()
+assert f"v1={expected}" in headers["X-Switchboard-Signature"].split(","), "the signature verifies"
+event = MessageSentEvent.from_dict(json.loads(raw))
+assert event.data.message.id == message_id, (event.data.message.id, message_id)
+assert event.metadata.api_version == "v1" and event.channel.slug == slug, event
+receiver.shutdown()
+
+print(
+    f"generated client: send {message_id}, list, 422 {refused.parsed.error.code}, "
+    f"a delivery decoded as {type(event).__name__}: ok"
+)

@@ -139,9 +139,9 @@ fn add_standard_errors(doc: &mut utoipa::openapi::OpenApi) {
 fn rendered() -> &'static str {
     static DOC: OnceLock<String> = OnceLock::new();
     DOC.get_or_init(|| {
-        document()
-            .to_pretty_json()
-            .expect("the OpenAPI document serializes")
+        let mut doc = serde_json::to_value(document()).expect("the OpenAPI document serializes");
+        super::openapi_webhooks::add_to(&mut doc);
+        serde_json::to_string_pretty(&doc).expect("the OpenAPI document serializes")
     })
 }
 
