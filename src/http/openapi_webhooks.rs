@@ -110,7 +110,8 @@ pub fn schema_name(event: &str) -> String {
             out.push_str(chars.as_str());
         }
     }
-    out + "Event"
+    out.push_str("Event");
+    out
 }
 
 fn sample_context() -> SampleContext<'static> {
