@@ -1,8 +1,9 @@
-//! The README's `curl` examples run as written against a demo server (`serve --demo`): every
-//! `sh` block that talks to `http://127.0.0.1:8080` runs in bash, in order, with only the
-//! server's address and the placeholders a reader fills in (`KEY=sbk_...`, `EP=...`) replaced;
-//! each `curl` must get a 2xx. A block can be skipped only with a visible reason:
-//! `<!-- readme-test: skip (why) -->` on the line before it.
+//! The `curl` examples of the README and of `docs/*.md` run as written against a demo server
+//! (`serve --demo`): every `sh` block that talks to `http://127.0.0.1:8080` runs in bash, file by
+//! file and in order, with only the server's address and the placeholders a reader fills in
+//! (`KEY=sbk_...`, `EP=...`, `CHANNEL_UUID=...`) replaced; each `curl` must get a 2xx. A block can
+//! be skipped only with a visible reason: `<!-- readme-test: skip (why) -->` or
+//! `<!-- doc-test: skip (why) -->` on the line before it.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,13 +15,32 @@ use crate::support::{Backend, TestEnv};
 both_backends!(the_readme_examples_run_against_the_demo);
 
 struct Block {
+    file: String,
     line: usize,
     text: String,
     skip: Option<String>,
 }
 
-/// The `sh` blocks of the README that talk to the demo's address.
-fn demo_blocks(readme: &str) -> Vec<Block> {
+/// The README and every document under `docs/`, README first, then by name.
+fn documents() -> Vec<(String, String)> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    std::iter::once(root.join("README.md"))
+        .chain(docs)
+        .map(|p| {
+            let name = p.strip_prefix(&root).unwrap().display().to_string();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect()
+}
+
+/// The `sh` blocks of a document that talk to the demo's address.
+fn demo_blocks(file: &str, readme: &str) -> Vec<Block> {
     let lines: Vec<&str> = readme.lines().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -41,11 +61,13 @@ fn demo_blocks(readme: &str) -> Vec<Block> {
                     .find(|l| !l.trim().is_empty())
                     .copied()
                     .unwrap_or("");
+                let before = before.trim();
                 let skip = before
-                    .trim()
                     .strip_prefix("<!-- readme-test: skip")
+                    .or_else(|| before.strip_prefix("<!-- doc-test: skip"))
                     .map(|r| r.trim_end_matches("-->").trim().to_owned());
                 out.push(Block {
+                    file: file.to_owned(),
                     line: start + 1,
                     text,
                     skip,
@@ -58,10 +80,10 @@ fn demo_blocks(readme: &str) -> Vec<Block> {
 }
 
 async fn the_readme_examples_run_against_the_demo(backend: Backend) {
-    let readme =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .unwrap();
-    let blocks = demo_blocks(&readme);
+    let blocks: Vec<Block> = documents()
+        .iter()
+        .flat_map(|(file, text)| demo_blocks(file, text))
+        .collect();
     let env = TestEnv::new(backend).await;
     let server = env.start_with_args(&["serve", "--demo"], &[]).await;
     let key = server
@@ -86,6 +108,22 @@ async fn the_readme_examples_run_against_the_demo(backend: Backend) {
         .unwrap()
         .to_owned();
     let address = server.base.trim_start_matches("http://").to_owned();
+    // The WhatsApp channel the callback rehearsal of docs/production.md posts to.
+    let rehearsal = env
+        .admin(&[
+            "channel",
+            "create",
+            "--org",
+            "1",
+            "--type",
+            "whatsapp_cloud",
+            "--name",
+            "Rehearsal",
+            "--provider-config",
+            r#"{"phone_number_id": "1098765432", "app_secret": "rehearsal-secret"}"#,
+        ])
+        .await;
+    let channel_uuid = rehearsal["uuid"].as_str().unwrap().to_owned();
 
     let mut ran = 0;
     let mut skipped = Vec::new();
@@ -108,6 +146,8 @@ async fn the_readme_examples_run_against_the_demo(backend: Backend) {
                     format!("export KEY={key}")
                 } else if l.starts_with("EP=...") {
                     format!("EP={ep}")
+                } else if l.starts_with("export CHANNEL_UUID=...") {
+                    format!("export CHANNEL_UUID={channel_uuid}")
                 } else {
                     l.replace("127.0.0.1:8080", &address)
                         .replace("curl -s", "curl --fail-with-body -s")
@@ -128,7 +168,8 @@ async fn the_readme_examples_run_against_the_demo(backend: Backend) {
         .expect("bash runs");
         assert!(
             out.status.success(),
-            "README line {}:\n{script}\nstdout: {}\nstderr: {}",
+            "{} line {}:\n{script}\nstdout: {}\nstderr: {}",
+            block.file,
             block.line,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
@@ -136,7 +177,7 @@ async fn the_readme_examples_run_against_the_demo(backend: Backend) {
         ran += 1;
     }
     assert!(
-        ran >= 5,
+        ran >= 10,
         "{ran} examples ran, {} skipped (lines {skipped:?})",
         skipped.len()
     );
@@ -146,4 +187,14 @@ async fn the_readme_examples_run_against_the_demo(backend: Backend) {
         .await
         .expect(200);
     assert_eq!(found.body["data"].as_array().unwrap().len(), 1);
+    // ... and the signed callback of docs/production.md was received.
+    let inbound = server
+        .get("/api/v1/integrations/messages?direction=inbound", &key)
+        .await
+        .expect(200);
+    assert!(
+        inbound.text.contains("Hello from the rehearsal"),
+        "{}",
+        inbound.text
+    );
 }
