@@ -14,6 +14,7 @@ mod auth;
 mod batches;
 mod channels;
 mod console;
+mod disk_full;
 mod event_feed;
 mod faults;
 mod idempotency;

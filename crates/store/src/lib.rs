@@ -30,6 +30,7 @@ pub mod contacts;
 mod database_url;
 pub mod flows;
 pub mod groups;
+pub mod health;
 pub mod legacy;
 pub mod media;
 pub mod messaging;
@@ -77,9 +78,14 @@ pub enum StoreError {
     UniqueViolation(Option<String>),
     #[error("foreign key violated")]
     ForeignKeyViolation,
-    /// The database cannot be reached or is overloaded: a temporary condition (503).
+    /// The database cannot be reached or is overloaded, or its storage failed (an I/O error):
+    /// a temporary condition (503).
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// The database's storage is full (SQLite `SQLITE_FULL`, PostgreSQL `53100 disk_full`):
+    /// nothing was written; writes resume once space is freed (507).
+    #[error("the database's storage is full: {0}")]
+    StorageFull(String),
     /// The operation's own precondition failed (message for people).
     #[error("{0}")]
     Conflict(String),
@@ -105,16 +111,21 @@ impl From<sqlx::Error> for StoreError {
                 ErrorKind::ForeignKeyViolation => StoreError::ForeignKeyViolation,
                 _ => {
                     let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
-                    // SQLITE_BUSY / SQLITE_LOCKED, PostgreSQL connection exceptions (08xxx),
-                    // admin shutdown (57P01..57P03) and too many connections (53300).
-                    if matches!(
-                        code.as_str(),
-                        "5" | "6" | "261" | "517" | "53300" | "57P01" | "57P02" | "57P03"
-                    ) || code.starts_with("08")
-                    {
-                        StoreError::Unavailable(db.message().to_owned())
-                    } else {
-                        StoreError::Other(format!("{} (code {code})", db.message()))
+                    match health::classify(&code) {
+                        health::CodeClass::Full => {
+                            health::failed(health::StorageFault::Full, db.message());
+                            StoreError::StorageFull(db.message().to_owned())
+                        }
+                        health::CodeClass::Io => {
+                            health::failed(health::StorageFault::Io, db.message());
+                            StoreError::Unavailable(db.message().to_owned())
+                        }
+                        health::CodeClass::Unavailable => {
+                            StoreError::Unavailable(db.message().to_owned())
+                        }
+                        health::CodeClass::Other => {
+                            StoreError::Other(format!("{} (code {code})", db.message()))
+                        }
                     }
                 }
             },
@@ -280,6 +291,9 @@ pub trait SystemStore: Send + Sync {
     async fn migrate(&self) -> StoreResult<()>;
     /// A cheap round trip, for `/readyz`.
     async fn ping(&self) -> StoreResult<()>;
+    /// A small write transaction (a few KiB, rewritten in place), for `/readyz` while writes
+    /// fail ([`health::write_fault`]): its success ends the fault.
+    async fn probe_write(&self, now: Timestamp) -> StoreResult<()>;
     async fn get_setting(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
     /// Stores `value` under `key` unless a value exists; returns the value now stored.
     async fn init_setting(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>>;
