@@ -221,6 +221,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         cache: config_cache.clone(),
         concurrency: 16,
         provider_timeout: rt.config.provider_timeout + 2 * rt.config.media_timeout,
+        outcome_wait: rt.config.send_outcome_wait,
     };
     tasks.spawn(sender.run(shutdown.clone()));
     let recoveries = crate::webhooks::recovery::RecoveryWorker {

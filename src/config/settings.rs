@@ -145,6 +145,11 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "time limit of fetching one media file for a whatsapp_cloud send, and of uploading it to the provider",
     },
     Setting {
+        name: "send_outcome_wait",
+        default: "10m",
+        meaning: "how long a queued send that was in flight when its instance stopped waits for the provider's status callback (whatsapp_cloud echoes the message's uuid) before it fails with provider_outcome_unknown",
+    },
+    Setting {
         name: "purge_interval",
         default: "10m",
         meaning: "how often expired records are purged",
