@@ -29,6 +29,7 @@ mod org_data;
 mod org_features;
 mod readme;
 mod recovery;
+mod reliability;
 mod scale;
 mod sending;
 mod service;
