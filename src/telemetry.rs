@@ -164,7 +164,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "switchboard_storage_writable",
         "gauge",
-        "1 while the database takes writes; 0 from a storage failure (full disk, I/O error) until a write succeeds again.",
+        "1 while the database takes writes; 0 from a storage failure (full disk, I/O error) until a readiness write commits again.",
     ),
     (
         "switchboard_batch_items_total",

@@ -696,3 +696,45 @@ async fn a_frozen_redis_delays_nothing_and_limits_still_apply() {
     );
     proxy.thaw();
 }
+
+// ---------------------------------------------------------------------------------------------
+// The failure modes table names real tests
+
+/// Every test docs/operations.md's "Failure modes" table names exists: `module::test` in
+/// `tests/blackbox/module.rs`, `health::tests::name` in the store.
+#[test]
+fn the_failure_modes_table_names_existing_tests() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let doc = std::fs::read_to_string(format!("{root}/docs/operations.md")).unwrap();
+    let table = doc
+        .split("## Failure modes")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("docs/operations.md has a Failure modes section");
+    let mut named = 0;
+    for row in table.lines().filter(|l| l.starts_with("| **")) {
+        let last = row.trim_end_matches('|').rsplit('|').next().unwrap();
+        let tests: Vec<&str> = last
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|t| t.contains("::"))
+            .collect();
+        assert!(!tests.is_empty(), "a row without a test: {row}");
+        for t in tests {
+            let parts: Vec<&str> = t.split("::").collect();
+            let (file, name) = match parts.as_slice() {
+                ["health", "tests", name] => (format!("{root}/crates/store/src/health.rs"), *name),
+                [module, name, ..] => (format!("{root}/tests/blackbox/{module}.rs"), *name),
+                _ => panic!("not a test path: {t}"),
+            };
+            let source = std::fs::read_to_string(&file).unwrap_or_default();
+            assert!(
+                source.contains(&format!("fn {name}(")),
+                "{t} (named in the Failure modes table) is not a test of {file}"
+            );
+            named += 1;
+        }
+    }
+    assert!(named >= 15, "{named} tests named");
+}

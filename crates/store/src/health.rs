@@ -3,8 +3,8 @@
 //!
 //! Every storage failure the store meets (`SQLITE_FULL` and the `SQLITE_IOERR` family;
 //! PostgreSQL `53100 disk_full` and `58030 io_error`), wherever it surfaces, marks writes as
-//! failing ([`write_fault`]); the next write transaction that commits (or a
-//! [`crate::SystemStore::probe_write`]) clears the mark. The service's observer hears of both
+//! failing ([`write_fault`]); a [`crate::SystemStore::probe_write`] that commits clears the
+//! mark (not just any commit: a transaction that writes nothing commits on a full disk too). The service's observer hears of both
 //! ([`crate::observe::StoreObserver::storage_failed`] and `storage_recovered`): it logs, counts
 //! and reports the instance not ready meanwhile. Nothing here retries: each request tries its
 //! own write, and writes resume by themselves once the storage takes them again.
@@ -89,7 +89,7 @@ pub(crate) fn failed(fault: StorageFault, error: &str) {
     crate::observe::storage_failed(fault, error, before == 0);
 }
 
-/// A write transaction committed: writes succeed again (told to the observer once).
+/// A probe write committed: writes succeed again (told to the observer once).
 pub(crate) fn succeeded() {
     if FAULT.load(Ordering::Relaxed) != 0 && FAULT.swap(0, Ordering::Relaxed) != 0 {
         crate::observe::storage_recovered();

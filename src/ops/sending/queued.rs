@@ -297,6 +297,11 @@ impl SendWorker {
         {
             return Ok(());
         }
+        if !on_time(slot) {
+            // The mark made the call late for its slot (a slow write): nothing was called, so
+            // back to the queue (no longer in flight) for a new slot, rather than burst.
+            return self.defer(&c, Duration::ZERO, false).await;
+        }
         let reference = m.uuid.to_string();
         let dispatch = trace::scope(
             parent,

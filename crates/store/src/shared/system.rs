@@ -63,7 +63,9 @@ impl SystemStore for Backend {
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        tx.commit(Effects::none()).await
+        tx.commit(Effects::none()).await?;
+        crate::health::succeeded();
+        Ok(())
     }
 
     async fn get_setting(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {

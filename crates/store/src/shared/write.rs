@@ -132,7 +132,6 @@ impl WriteTx<'_> {
                 .await?;
         }
         self.tx.commit().await?;
-        crate::health::succeeded();
         if self.events || self.deliveries {
             self.store.hooks.outbox_written();
         }
