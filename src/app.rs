@@ -221,6 +221,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         cache: config_cache.clone(),
         concurrency: 16,
         provider_timeout: rt.config.provider_timeout + 2 * rt.config.media_timeout,
+        outcome_wait: rt.config.send_outcome_wait,
     };
     tasks.spawn(sender.run(shutdown.clone()));
     let recoveries = crate::webhooks::recovery::RecoveryWorker {
@@ -361,7 +362,9 @@ fn spawn_background(
 }
 
 /// Every few seconds: the webhook backlog as gauges, so that a growing queue can be alerted on
-/// (`switchboard_webhook_deliveries_due`, `switchboard_webhook_oldest_due_seconds`).
+/// (`switchboard_webhook_deliveries_due`, `switchboard_webhook_oldest_due_seconds`); and while
+/// writes fail (a full disk), a small write, so that `switchboard_storage_writable` comes back
+/// to 1 when space is freed even if nothing else writes.
 fn spawn_backlog_gauges(rt: &Runtime, tasks: &TaskTracker, shutdown: &CancellationToken) {
     let store = rt.store.clone();
     let clock = rt.clock.clone();
@@ -375,6 +378,11 @@ fn spawn_backlog_gauges(rt: &Runtime, tasks: &TaskTracker, shutdown: &Cancellati
                 _ = tick.tick() => {}
             }
             let now = clock.now();
+            if switchboard_store::health::write_fault().is_some()
+                && let Err(e) = store.probe_write(now).await
+            {
+                tracing::debug!(error = %e, "writes still fail");
+            }
             match store.delivery_backlog(now).await {
                 Ok((due, oldest)) => {
                     metrics::gauge!("switchboard_webhook_deliveries_due").set(due as f64);

@@ -152,6 +152,21 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Queued messages whose instance died during the provider call (failed, not sent again).",
     ),
     (
+        "switchboard_send_queue_outcome_settled_total",
+        "counter",
+        "Queued messages in flight when their instance died, recorded sent from the provider's status callback (it echoed the message's uuid).",
+    ),
+    (
+        "switchboard_storage_errors_total",
+        "counter",
+        "Storage failures of the database, by kind (full: no space left; io: an I/O error); writes fail while they last.",
+    ),
+    (
+        "switchboard_storage_writable",
+        "gauge",
+        "1 while the database takes writes; 0 from a storage failure (full disk, I/O error) until a readiness write commits again.",
+    ),
+    (
         "switchboard_batch_items_total",
         "counter",
         "Items of accepted batch sends.",
@@ -207,6 +222,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Claim transactions of the webhook dispatcher, by whether the claim was made with a batch of outcomes (with=outcomes) or alone.",
     ),
     (
+        "switchboard_webhook_deliveries_claimed_ahead_total",
+        "counter",
+        "Webhook deliveries claimed ahead of the free slots (to quick endpoints), started as slots free up.",
+    ),
+    (
+        "switchboard_webhook_deliveries_handed_back_total",
+        "counter",
+        "Claimed webhook deliveries whose attempt never started, handed back as they were (at shutdown, or when their endpoint slowed down).",
+    ),
+    (
         "switchboard_webhook_deliveries_due",
         "gauge",
         "Webhook deliveries due now.",
@@ -243,10 +268,34 @@ fn describe_metrics() {
         "switchboard_pacing_late_total",
         "switchboard_pacing_redis_errors_total",
         "switchboard_send_queue_outcome_unknown_total",
+        "switchboard_send_queue_outcome_settled_total",
         "switchboard_batch_items_total",
+        "switchboard_send_group_commits_total",
+        "switchboard_send_group_records_total",
+        "switchboard_webhook_deliveries_claimed_ahead_total",
+        "switchboard_webhook_deliveries_handed_back_total",
     ] {
         metrics::counter!(name).absolute(0);
     }
+    for kind in ["full", "io"] {
+        metrics::counter!("switchboard_storage_errors_total", "kind" => kind).absolute(0);
+    }
+    metrics::gauge!("switchboard_storage_writable").set(1.0);
+    for with in ["outcomes", "alone"] {
+        metrics::counter!("switchboard_webhook_claims_total", "with" => with).absolute(0);
+    }
+    // Histograms exist (empty) from start-up too; the HTTP series with the route every scrape
+    // takes.
+    for name in [
+        "switchboard_pacing_wait_seconds",
+        "switchboard_media_memory_wait_seconds",
+        "switchboard_webhook_attempt_duration_seconds",
+        "switchboard_webhook_delivery_lag_seconds",
+    ] {
+        let _ = metrics::histogram!(name);
+    }
+    let _ = metrics::histogram!("switchboard_http_request_duration_seconds", "method" => "GET", "route" => "/metrics");
+    metrics::counter!("switchboard_http_requests_total", "method" => "GET", "route" => "/metrics", "status" => "200").absolute(0);
     for status in ["sent", "failed"] {
         metrics::counter!("switchboard_send_queue_sent_total", "status" => status).absolute(0);
     }
@@ -265,6 +314,7 @@ fn describe_metrics() {
     }
     for channel_type in switchboard_domain::channel::ChannelType::ALL {
         let channel_type = channel_type.as_str();
+        let _ = metrics::histogram!("switchboard_provider_send_duration_seconds", "channel_type" => channel_type);
         metrics::counter!("switchboard_provider_callbacks_total", "channel_type" => channel_type)
             .absolute(0);
         for result in [

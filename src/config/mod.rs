@@ -80,6 +80,9 @@ pub struct Config {
     pub provider_timeout: Duration,
     /// Time limit of fetching one media file, and of uploading it to the provider.
     pub media_timeout: Duration,
+    /// How long a queued send left in flight by a stopped instance waits for the provider's
+    /// status callback before it fails with `provider_outcome_unknown`.
+    pub send_outcome_wait: Duration,
     /// MiB that media files in hand may take at once.
     pub media_memory_mib: u32,
     pub purge_interval: Duration,
@@ -297,6 +300,11 @@ impl Config {
                 "media_timeout",
                 Duration::from_millis(10),
                 Duration::from_secs(3600),
+            )?,
+            send_outcome_wait: src.duration(
+                "send_outcome_wait",
+                Duration::ZERO,
+                Duration::from_secs(7 * 86400),
             )?,
             purge_interval: src.duration(
                 "purge_interval",

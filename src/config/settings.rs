@@ -1,4 +1,4 @@
-//! The table of known settings: names, defaults and meanings (what the README lists).
+//! The table of known settings: names, defaults and meanings (what docs/configuration.md lists).
 
 /// One known setting: its name (without prefix), default and one-line meaning.
 pub struct Setting {
@@ -7,7 +7,7 @@ pub struct Setting {
     pub meaning: &'static str,
 }
 
-/// Every setting, in the order the README lists them.
+/// Every setting, in the order docs/configuration.md lists them.
 pub const SETTINGS: &[Setting] = &[
     Setting {
         name: "listen",
@@ -143,6 +143,11 @@ pub const SETTINGS: &[Setting] = &[
         name: "media_timeout",
         default: "20s",
         meaning: "time limit of fetching one media file for a whatsapp_cloud send, and of uploading it to the provider",
+    },
+    Setting {
+        name: "send_outcome_wait",
+        default: "10m",
+        meaning: "how long a queued send that was in flight when its instance stopped waits for the provider's status callback (whatsapp_cloud echoes the message's uuid) before it fails with provider_outcome_unknown",
     },
     Setting {
         name: "purge_interval",

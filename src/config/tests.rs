@@ -178,13 +178,16 @@ fn file_errors() {
 }
 
 #[test]
-fn every_setting_is_documented_in_the_readme() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+fn every_setting_is_documented_in_the_configuration_reference() {
+    let reference = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/configuration.md"
+    ))
+    .unwrap();
     for s in SETTINGS {
         assert!(
-            readme.contains(&format!("`{}`", env_name(s.name))),
-            "{} is missing from the README",
+            reference.contains(&format!("| `{}` |", env_name(s.name))),
+            "{} is missing from docs/configuration.md's table",
             env_name(s.name)
         );
     }

@@ -11,8 +11,9 @@ use switchboard_domain::channel::{Channel, ChannelStatus, ChannelType};
 use switchboard_domain::scope::Scope;
 
 use super::auth::Principal;
-use super::error::{ApiResult, ErrorBody};
+use super::error::{ApiError, ApiResult, ErrorBody};
 use super::pagination::Page;
+use super::query::{NoParams, StrictQuery};
 use super::state::AppState;
 
 /// A channel as the API shows it. Never carries provider secrets.
@@ -63,6 +64,7 @@ impl From<&Channel> for ChannelOut {
     security(("bearer" = ["channels:read"])),
     responses(
         (status = 200, description = "Every channel of the organization, in one page.", body = Page<ChannelOut>),
+        (status = 400, description = "invalid_request: a query parameter (this list takes none).", body = ErrorBody),
         (status = 401, description = "Missing, invalid, expired or revoked key.", body = ErrorBody),
         (status = 403, description = "The key lacks channels:read.", body = ErrorBody),
         (status = 429, description = "Rate limited.", body = ErrorBody),
@@ -71,8 +73,10 @@ impl From<&Channel> for ChannelOut {
 pub async fn list_channels(
     State(state): State<AppState>,
     principal: Principal,
+    query: Result<StrictQuery<NoParams>, ApiError>,
 ) -> ApiResult<Json<Page<ChannelOut>>> {
     principal.require(Scope::ChannelsRead)?;
+    query?;
     let channels = state
         .config_cache
         .channels(state.store.as_ref(), principal.org_id)

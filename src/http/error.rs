@@ -310,6 +310,19 @@ impl ApiError {
         e
     }
 
+    /// 507 `storage_full`: the database's storage is full; nothing was written. Writes resume
+    /// by themselves once space is freed: retry later with the same `Idempotency-Key`.
+    pub fn storage_full(cause: impl Into<String>) -> Self {
+        let mut e = Self::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "storage_full",
+            "The service's storage is full; nothing was written. Retry later with the same Idempotency-Key.",
+        )
+        .with_header(RETRY_AFTER, "5");
+        e.internal = Some(cause.into().into_boxed_str());
+        e
+    }
+
     pub fn service_unavailable(cause: impl Into<String>) -> Self {
         let mut e = Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -335,6 +348,7 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::NotFound => ApiError::not_found("The resource"),
             StoreError::Unavailable(m) => ApiError::service_unavailable(m),
+            StoreError::StorageFull(m) => ApiError::storage_full(m),
             other => ApiError::internal(other.to_string()),
         }
     }

@@ -267,6 +267,23 @@ fn seal_aad(key_id: i64, key: &IdempotencyKey) -> Vec<u8> {
     format!("idempotency:{key_id}:{}", key.as_str()).into_bytes()
 }
 
+/// Releases a claim whose release failed (the storage refused writes: a full disk), once a
+/// second until it succeeds or the claim's lease ends (then it is free anyway), so that the
+/// client's retry with the same key is not held up for the whole lease once writes resume.
+fn release_later(state: &AppState, token: ClaimToken) {
+    let store = state.store.clone();
+    let lease = state.config.idempotency_lease;
+    tokio::spawn(async move {
+        let end = tokio::time::Instant::now() + lease;
+        while tokio::time::Instant::now() < end {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            if store.release_idempotency(token).await.is_ok() {
+                return;
+            }
+        }
+    });
+}
+
 pub async fn run<W, Fut>(
     state: &AppState,
     principal: &Principal,
@@ -356,7 +373,8 @@ where
     if !status.is_success() {
         // Refused before it started executing, or a 5xx: the key may be used again.
         if let Err(e) = state.store.release_idempotency(token).await {
-            tracing::warn!(error = %e, "could not release an idempotency claim; it expires with its lease");
+            tracing::warn!(error = %e, "could not release an idempotency claim; trying again until its lease ends");
+            release_later(state, token);
         }
         return response;
     }

@@ -17,17 +17,8 @@ impl ListQuery {
     /// Checks the raw pairs against the names the endpoint accepts.
     pub fn parse(pairs: Vec<(String, String)>, allowed: &[&str]) -> Result<ListQuery, ApiError> {
         let mut values = HashMap::new();
+        super::query::refuse_unknown(pairs.iter().map(|(name, _)| name.as_str()), allowed)?;
         for (name, value) in pairs {
-            if !allowed.contains(&name.as_str()) {
-                let shown: String = name.chars().take(64).collect();
-                return Err(ApiError::invalid_request(
-                    &shown,
-                    format!(
-                        "Unknown query parameter `{shown}`; this endpoint accepts {}.",
-                        allowed.join(", ")
-                    ),
-                ));
-            }
             if values.contains_key(&name) {
                 return Err(ApiError::invalid_request(
                     &name,

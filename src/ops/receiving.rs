@@ -27,6 +27,7 @@ pub async fn ingest(
     parsed: ParsedCallback,
 ) -> OpResult<BatchOutcome> {
     let now = clock.now();
+    report_queued_sends(store, channel, &parsed, now).await?;
     let batch = ProviderBatch {
         org_id: channel.org_id,
         channel_id: channel.id,
@@ -65,6 +66,27 @@ pub async fn ingest(
         .increment(1);
     link_statuses(&outcome);
     Ok(outcome)
+}
+
+/// A status that echoes a queued send's reference (our message uuid: WhatsApp Cloud's
+/// `biz_opaque_callback_data`) tells the send worker that the provider has the message, with its
+/// id: a send whose instance stopped during the provider call is recorded `sent` with it instead
+/// of failing as unknown (`super::sending::queued`).
+async fn report_queued_sends(
+    store: &dyn Store,
+    channel: &Channel,
+    parsed: &ParsedCallback,
+    now: Timestamp,
+) -> OpResult<()> {
+    for s in &parsed.statuses {
+        let Some(uuid) = s.reference.as_deref().and_then(|r| Uuid::parse_str(r).ok()) else {
+            continue;
+        };
+        store
+            .report_provider_id(channel.id, uuid, &s.provider_message_id, now)
+            .await?;
+    }
+    Ok(())
 }
 
 /// A callback runs in a trace of its own (its request's); each status it applies to a message

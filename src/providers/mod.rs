@@ -159,6 +159,17 @@ pub struct ParsedStatus {
     pub provider_message_id: String,
     pub status: MessageStatus,
     pub error: Option<Value>,
+    /// The reference the send carried, echoed ([`Provider::send_referenced`]).
+    pub reference: Option<String>,
+}
+
+/// Whether the channel type's status callbacks echo the reference a send carried
+/// ([`Provider::send_referenced`]), so that a send whose outcome was lost (the instance stopped
+/// during the call) is learnt from the provider's callback. WhatsApp Cloud does
+/// (`biz_opaque_callback_data`); Telegram's Bot API has no status callbacks; the sandbox
+/// answers at once.
+pub fn echoes_send_reference(channel_type: ChannelType) -> bool {
+    channel_type == ChannelType::WhatsappCloud
 }
 
 /// A template review status the provider reported (WhatsApp's
@@ -224,6 +235,18 @@ pub trait Provider: Send + Sync {
 
     /// Sends a message. Never called inside a database transaction.
     async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError>;
+
+    /// [`Provider::send`] with our reference of the message (its uuid), for providers that
+    /// echo it in their status callbacks ([`echoes_send_reference`]: WhatsApp Cloud's
+    /// `biz_opaque_callback_data`); the others send as usual.
+    async fn send_referenced(
+        &self,
+        to: &Contact,
+        content: &Content,
+        _reference: &str,
+    ) -> Result<Accepted, ProviderError> {
+        self.send(to, content).await
+    }
 
     /// Whether media sends on this channel go by an upload: the service fetches the file,
     /// checks it and hands it to [`Provider::upload_media`] (WhatsApp Cloud), instead of

@@ -122,6 +122,28 @@ impl WhatsappCloud {
         self.graph_url(&[phone_number_id, "messages"])
     }
 
+    /// `POST /{phone_number_id}/messages`, with `biz_opaque_callback_data` when a reference is
+    /// given.
+    async fn send_with(
+        &self,
+        to: &Contact,
+        content: &Content,
+        reference: Option<&str>,
+    ) -> Result<Accepted, ProviderError> {
+        let (phone_number_id, token) = self.sender()?;
+        let phone = to
+            .phone
+            .as_ref()
+            .ok_or_else(|| ProviderError::Unsupported("The contact has no phone number.".into()))?;
+        let url = self.messages_url(phone_number_id)?;
+        let mut body = payload(phone.digits(), content);
+        if let Some(reference) = reference {
+            body["biz_opaque_callback_data"] = json!(reference);
+        }
+        let (status, body) = graph_call(self.http.post(url).bearer_auth(token).json(&body)).await?;
+        read_send_answer(status, &body)
+    }
+
     /// `{api_base_url}/{segments...}`.
     fn graph_url(&self, segments: &[&str]) -> Result<url::Url, ProviderError> {
         let base = self
@@ -371,20 +393,17 @@ impl Provider for WhatsappCloud {
     }
 
     async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError> {
-        let (phone_number_id, token) = self.sender()?;
-        let phone = to
-            .phone
-            .as_ref()
-            .ok_or_else(|| ProviderError::Unsupported("The contact has no phone number.".into()))?;
-        let url = self.messages_url(phone_number_id)?;
-        let (status, body) = graph_call(
-            self.http
-                .post(url)
-                .bearer_auth(token)
-                .json(&payload(phone.digits(), content)),
-        )
-        .await?;
-        read_send_answer(status, &body)
+        self.send_with(to, content, None).await
+    }
+
+    /// `biz_opaque_callback_data`: the Graph API echoes it in the message's status webhooks.
+    async fn send_referenced(
+        &self,
+        to: &Contact,
+        content: &Content,
+        reference: &str,
+    ) -> Result<Accepted, ProviderError> {
+        self.send_with(to, content, Some(reference)).await
     }
 
     fn uploads_media(&self) -> bool {
@@ -728,6 +747,11 @@ pub fn parse_callback(
                     provider_message_id: id.replace('\0', ""),
                     status,
                     error,
+                    reference: s
+                        .get("biz_opaque_callback_data")
+                        .and_then(Value::as_str)
+                        .filter(|r| r.len() <= 512)
+                        .map(str::to_owned),
                 });
             }
         }
@@ -934,6 +958,34 @@ mod tests {
         assert!(wa.handshake(&q("unsubscribe", "vt")).is_err());
         let unconfigured = WhatsappCloud::new(reqwest::Client::new(), Config::default());
         assert!(unconfigured.handshake(&q("subscribe", "")).is_err());
+    }
+
+    #[test]
+    fn status_callbacks_echo_the_sends_reference() {
+        let status = |extra: Value| {
+            let mut s = json!({"id": "wamid.out", "status": "sent", "timestamp": "1786000003",
+                               "recipient_id": "4915123456789"});
+            s.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            s
+        };
+        let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "WABA", "changes": [
+        {"field": "messages", "value": {"metadata": {"phone_number_id": "111"}, "statuses": [
+            status(json!({"biz_opaque_callback_data": "0196d1c2-8a4b-7c3d-9e5f-0a1b2c3d4e5f"})),
+            status(json!({})),
+            status(json!({"biz_opaque_callback_data": "x".repeat(513)})),
+        ]}}]}]});
+        let parsed = parse_callback(Some("111"), body.to_string().as_bytes()).unwrap();
+        let references: Vec<Option<&str>> = parsed
+            .statuses
+            .iter()
+            .map(|s| s.reference.as_deref())
+            .collect();
+        assert_eq!(
+            references,
+            vec![Some("0196d1c2-8a4b-7c3d-9e5f-0a1b2c3d4e5f"), None, None]
+        );
     }
 
     #[test]

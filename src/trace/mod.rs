@@ -203,6 +203,35 @@ impl switchboard_store::observe::StoreObserver for StoreObserver {
         metrics::counter!("switchboard_send_group_commits_total").increment(1);
         metrics::counter!("switchboard_send_group_records_total").increment(records as u64);
     }
+
+    fn storage_failed(
+        &self,
+        fault: switchboard_store::health::StorageFault,
+        error: &str,
+        first: bool,
+    ) {
+        use switchboard_store::health::StorageFault;
+        metrics::counter!("switchboard_storage_errors_total", "kind" => fault.as_str())
+            .increment(1);
+        metrics::gauge!("switchboard_storage_writable").set(0.0);
+        if first {
+            match fault {
+                StorageFault::Full => tracing::error!(
+                    error,
+                    "writes fail: the database's storage is full; requests that write get 507 storage_full and /readyz answers 503 until space is freed, then writes resume by themselves"
+                ),
+                StorageFault::Io => tracing::error!(
+                    error,
+                    "writes fail: the database's storage reported an I/O error; requests that write get 503 service_unavailable and /readyz answers 503 until a write succeeds again"
+                ),
+            }
+        }
+    }
+
+    fn storage_recovered(&self) {
+        metrics::gauge!("switchboard_storage_writable").set(1.0);
+        tracing::info!("writes succeed again: the database's storage takes writes");
+    }
 }
 
 /// A `store.transaction` span, recorded after the fact (when spans are exported).

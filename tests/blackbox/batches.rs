@@ -354,11 +354,13 @@ async fn a_batch_survives_kill_9_and_sends_each_item_at_most_once(backend: Backe
     let graph = Fake::graph(WA_TOKEN).await;
     graph.set_limits(Some(20), None);
     let channel = whatsapp_channel(&env, seed.org_id, &graph, 20).await;
-    // Short provider and media time limits: a dead instance's leases expire sooner.
+    // Short provider and media time limits: a dead instance's leases expire sooner. The fake
+    // reports no statuses here, so a message in flight is not waited for.
     let reads = [
         ("SWITCHBOARD_RATE_LIMIT_READS", "100000"),
         ("SWITCHBOARD_PROVIDER_TIMEOUT", "2s"),
         ("SWITCHBOARD_MEDIA_TIMEOUT", "2s"),
+        ("SWITCHBOARD_SEND_OUTCOME_WAIT", "0s"),
     ];
     let mut server = env.start(&reads).await;
     let items: Vec<Value> = (0..100)

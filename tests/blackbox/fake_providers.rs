@@ -71,6 +71,21 @@ struct Inner {
     pair_throttled: AtomicU64,
     /// Media uploads accepted (`POST /{phone_number_id}/media`).
     uploads: Mutex<Vec<Upload>>,
+    /// Where accepted sends' `sent` statuses are reported, when set
+    /// ([`Fake::report_statuses`]).
+    callbacks: std::sync::Mutex<Option<Callbacks>>,
+    /// Status callbacks the receiver accepted.
+    callbacks_delivered: AtomicU64,
+    /// Every accepted send: its request body and the message id answered.
+    accepted_log: std::sync::Mutex<Vec<(Value, String)>>,
+}
+
+/// Where the fake Graph API reports statuses: a channel's inbound URL and its app secret.
+#[derive(Clone, Debug)]
+struct Callbacks {
+    url: String,
+    app_secret: String,
+    phone_number_id: String,
 }
 
 /// What the real Graph API enforces on a phone number: its throughput (messages per second;
@@ -125,6 +140,9 @@ impl Fake {
             throttled: AtomicU64::new(0),
             pair_throttled: AtomicU64::new(0),
             uploads: Mutex::new(Vec::new()),
+            callbacks: std::sync::Mutex::new(None),
+            callbacks_delivered: AtomicU64::new(0),
+            accepted_log: std::sync::Mutex::new(Vec::new()),
         });
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
@@ -231,6 +249,77 @@ impl Fake {
     pub fn release(&self) {
         self.inner.release.add_permits(1);
     }
+
+    /// Reports a `sent` status for every accepted send from now on, as the Graph API does: a
+    /// webhook to `url` (a channel's `/inbound/{uuid}`) signed with `app_secret`, echoing the
+    /// send's `biz_opaque_callback_data`; a callback that is not answered 2xx is tried again
+    /// every 100 ms for a minute (Meta retries its webhooks too), each time to the URL set
+    /// last (see [`Fake::redirect_statuses`]).
+    pub fn report_statuses(&self, url: &str, app_secret: &str, phone_number_id: &str) {
+        *self.inner.callbacks.lock().unwrap() = Some(Callbacks {
+            url: url.to_owned(),
+            app_secret: app_secret.to_owned(),
+            phone_number_id: phone_number_id.to_owned(),
+        });
+    }
+
+    /// Points the status callbacks (pending ones included) at another URL (a restarted server).
+    pub fn redirect_statuses(&self, url: &str) {
+        if let Some(c) = self.inner.callbacks.lock().unwrap().as_mut() {
+            c.url = url.to_owned();
+        }
+    }
+
+    /// Every send accepted so far: its request body and the message id answered.
+    pub fn accepted_sends(&self) -> Vec<(Value, String)> {
+        self.inner.accepted_log.lock().unwrap().clone()
+    }
+
+    /// Status callbacks the receiver accepted so far.
+    pub fn statuses_delivered(&self) -> u64 {
+        self.inner.callbacks_delivered.load(Ordering::SeqCst)
+    }
+}
+
+/// The `sent` status webhook of an accepted send, delivered until accepted (on the fake's own
+/// runtime).
+fn report_sent(inner: &Arc<Inner>, wamid: &str, to: &str, opaque: Option<&str>) {
+    if inner.callbacks.lock().unwrap().is_none() {
+        return;
+    }
+    let mut status = wa_status(wamid, "sent", to);
+    if let Some(o) = opaque {
+        status["biz_opaque_callback_data"] = json!(o);
+    }
+    let inner = inner.clone();
+    tokio::spawn(async move {
+        let client = reqwest::Client::new();
+        let end = tokio::time::Instant::now() + Duration::from_secs(60);
+        while tokio::time::Instant::now() < end {
+            let Some(c) = inner.callbacks.lock().unwrap().clone() else {
+                return;
+            };
+            let raw = serde_json::to_vec(&wa_webhook(
+                &c.phone_number_id,
+                vec![],
+                vec![status.clone()],
+            ))
+            .unwrap();
+            let sent = client
+                .post(&c.url)
+                .header("content-type", "application/json")
+                .header("x-hub-signature-256", hub_signature(&c.app_secret, &raw))
+                .timeout(Duration::from_secs(2))
+                .body(raw)
+                .send()
+                .await;
+            if sent.is_ok_and(|r| r.status().is_success()) {
+                inner.callbacks_delivered.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
 }
 
 async fn arrive(inner: &Arc<Inner>, path: String, headers: &HeaderMap, body: &Bytes) -> Behaviour {
@@ -514,6 +603,17 @@ fn graph_router(inner: Arc<Inner>) -> Router {
             Behaviour::Accept | Behaviour::Hold => {
                 let n = inner.counter.fetch_add(1, Ordering::SeqCst) + 1;
                 let to = value["to"].clone();
+                inner
+                    .accepted_log
+                    .lock()
+                    .unwrap()
+                    .push((value.clone(), format!("wamid.FAKE{n:06}")));
+                report_sent(
+                    &inner,
+                    &format!("wamid.FAKE{n:06}"),
+                    to.as_str().unwrap_or_default(),
+                    value["biz_opaque_callback_data"].as_str(),
+                );
                 json_response(
                     200,
                     json!({

@@ -28,8 +28,10 @@ pub mod campaigns;
 pub mod canned_replies;
 pub mod contacts;
 mod database_url;
+mod error;
 pub mod flows;
 pub mod groups;
+pub mod health;
 pub mod legacy;
 pub mod media;
 pub mod messaging;
@@ -53,6 +55,7 @@ pub use campaigns::CampaignStore;
 pub use canned_replies::CannedReplyStore;
 pub use contacts::{ContactStore, NewContact};
 pub use database_url::DatabaseUrl;
+pub use error::{StoreError, StoreResult};
 pub use flows::FlowStore;
 pub use groups::GroupStore;
 pub use media::{MediaUpload, MediaUploadStore};
@@ -66,73 +69,6 @@ pub use templates::{
     TemplatePatch, TemplateRecord,
 };
 pub use webhooks::{DeliveryStore, EndpointStore, LedgerStore};
-
-/// A storage failure, the same on both backends.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("not found")]
-    NotFound,
-    /// A unique constraint was violated (the constraint or index name when known).
-    #[error("unique constraint violated{}", .0.as_deref().map(|c| format!(" ({c})")).unwrap_or_default())]
-    UniqueViolation(Option<String>),
-    #[error("foreign key violated")]
-    ForeignKeyViolation,
-    /// The database cannot be reached or is overloaded: a temporary condition (503).
-    #[error("database unavailable: {0}")]
-    Unavailable(String),
-    /// The operation's own precondition failed (message for people).
-    #[error("{0}")]
-    Conflict(String),
-    /// The idempotency claim the change was to complete is no longer this request's (another
-    /// request took the key over after the claim's lease ran out): nothing was written.
-    #[error("the idempotency claim was lost to another request")]
-    ClaimLost,
-    #[error("database error: {0}")]
-    Other(String),
-}
-
-pub type StoreResult<T> = Result<T, StoreError>;
-
-impl From<sqlx::Error> for StoreError {
-    fn from(e: sqlx::Error) -> Self {
-        use sqlx::error::ErrorKind;
-        match e {
-            sqlx::Error::RowNotFound => StoreError::NotFound,
-            sqlx::Error::Database(db) => match db.kind() {
-                ErrorKind::UniqueViolation => {
-                    StoreError::UniqueViolation(db.constraint().map(str::to_owned))
-                }
-                ErrorKind::ForeignKeyViolation => StoreError::ForeignKeyViolation,
-                _ => {
-                    let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
-                    // SQLITE_BUSY / SQLITE_LOCKED, PostgreSQL connection exceptions (08xxx),
-                    // admin shutdown (57P01..57P03) and too many connections (53300).
-                    if matches!(
-                        code.as_str(),
-                        "5" | "6" | "261" | "517" | "53300" | "57P01" | "57P02" | "57P03"
-                    ) || code.starts_with("08")
-                    {
-                        StoreError::Unavailable(db.message().to_owned())
-                    } else {
-                        StoreError::Other(format!("{} (code {code})", db.message()))
-                    }
-                }
-            },
-            sqlx::Error::PoolTimedOut => {
-                StoreError::Unavailable("timed out waiting for a database connection".into())
-            }
-            sqlx::Error::PoolClosed => {
-                StoreError::Unavailable("the connection pool is closed".into())
-            }
-            sqlx::Error::Io(e) => StoreError::Unavailable(format!("I/O error: {e}")),
-            sqlx::Error::Tls(e) => StoreError::Unavailable(format!("TLS error: {e}")),
-            sqlx::Error::WorkerCrashed => {
-                StoreError::Unavailable("the database worker crashed".into())
-            }
-            other => StoreError::Other(other.to_string()),
-        }
-    }
-}
 
 /// Signals between the store and the background workers of this process.
 #[derive(Clone, Debug)]
@@ -280,6 +216,9 @@ pub trait SystemStore: Send + Sync {
     async fn migrate(&self) -> StoreResult<()>;
     /// A cheap round trip, for `/readyz`.
     async fn ping(&self) -> StoreResult<()>;
+    /// A small write transaction (a few KiB, rewritten in place), for `/readyz` while writes
+    /// fail ([`health::write_fault`]): its success ends the fault.
+    async fn probe_write(&self, now: Timestamp) -> StoreResult<()>;
     async fn get_setting(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
     /// Stores `value` under `key` unless a value exists; returns the value now stored.
     async fn init_setting(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>>;

@@ -27,6 +27,11 @@ pub trait StoreObserver: Send + Sync {
     );
     /// A group commit wrote `records` sends' records in one transaction.
     fn group_committed(&self, _records: usize) {}
+    /// A storage failure (a full disk, an I/O error): writes fail until one succeeds again
+    /// (`first`: the first failure since writes last succeeded).
+    fn storage_failed(&self, _fault: crate::health::StorageFault, _error: &str, _first: bool) {}
+    /// Writes succeed again after storage failures.
+    fn storage_recovered(&self) {}
 }
 
 static OBSERVER: OnceLock<Box<dyn StoreObserver>> = OnceLock::new();
@@ -68,5 +73,17 @@ pub(crate) fn transaction_in(traceparent: &str, started: SystemTime, committed: 
 pub(crate) fn transaction(started: SystemTime, committed: bool) {
     if let Some(o) = OBSERVER.get() {
         o.transaction(started, SystemTime::now(), committed);
+    }
+}
+
+pub(crate) fn storage_failed(fault: crate::health::StorageFault, error: &str, first: bool) {
+    if let Some(o) = OBSERVER.get() {
+        o.storage_failed(fault, error, first);
+    }
+}
+
+pub(crate) fn storage_recovered() {
+    if let Some(o) = OBSERVER.get() {
+        o.storage_recovered();
     }
 }

@@ -2,9 +2,10 @@
 //! send that pacing or the provider's throttling put off) that a worker sends later.
 //!
 //! A queued message has one `send_queue` row until it is sent or failed. Workers claim due rows
-//! with a lease (a fresh token and an expiry); before calling the provider a worker marks the
-//! row *in flight* in a transaction of its own, so that a worker taking over an expired lease
-//! knows whether the provider may already have the message. The outcome (the message's status,
+//! with a lease (a fresh token and an expiry); right before calling the provider a worker marks
+//! the row *in flight* in a transaction of its own, so that a worker taking over an expired
+//! lease knows whether the provider may already have the message (a status callback that
+//! echoes the message's uuid settles it: `report_provider_id`). The outcome (the message's status,
 //! provider id or error, its journey steps, its events) is written with the removal of the row,
 //! under the lease, in one transaction: a claim that lost its lease writes nothing.
 
@@ -71,6 +72,11 @@ pub struct ClaimedSend {
     /// An earlier claim marked it in flight and never recorded an outcome: the provider may
     /// have it.
     pub was_in_flight: bool,
+    /// When that earlier claim called the provider.
+    pub in_flight_at: Option<Timestamp>,
+    /// The provider id a status callback reported for it while it was in flight (the
+    /// provider echoed the message's uuid): the provider has it.
+    pub reported_provider_message_id: Option<String>,
     pub batch_id: Option<i64>,
 }
 
@@ -129,6 +135,27 @@ pub trait SendQueueStore: Send + Sync {
         not_before: Timestamp,
         attempted: bool,
     ) -> StoreResult<LeaseResult<()>>;
+
+    /// Puts a claimed message that was in flight when its instance stopped off until `until`
+    /// (the provider's status callback may still report it), releasing the lease; the message
+    /// stays in flight.
+    async fn await_outcome(
+        &self,
+        message_id: i64,
+        token: Uuid,
+        until: Timestamp,
+    ) -> StoreResult<LeaseResult<()>>;
+
+    /// A status callback reported `provider_message_id` for the channel's message `uuid`: when
+    /// that message is queued and in flight, the id is kept with it (the provider has the
+    /// message), and a message waiting for its outcome becomes due at once. Whether it was.
+    async fn report_provider_id(
+        &self,
+        channel_id: i64,
+        uuid: Uuid,
+        provider_message_id: &str,
+        now: Timestamp,
+    ) -> StoreResult<bool>;
 
     /// Marks a claimed message in flight (committed before the provider call).
     async fn mark_in_flight(

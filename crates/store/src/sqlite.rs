@@ -81,6 +81,30 @@ async fn checkpoint_wal(
     }
 }
 
+/// Whether the writer connection goes back to the pool (`false`: it is closed, and the next
+/// write opens a new one). A transaction dropped without a commit leaves a `ROLLBACK` queued on
+/// its connection; that `ROLLBACK` fails when SQLite already rolled the transaction back by
+/// itself (it may, after `SQLITE_FULL` or an I/O error), and the connection would stay at a
+/// transaction depth of one for good: every later `BEGIN` would be refused ("attempted to call
+/// begin_with at non-zero transaction depth"), every write would fail until a restart. So a
+/// connection still in a transaction after its queued rollback ran is discarded. A committed
+/// transaction's connection is not in one and costs nothing here.
+async fn discard_if_in_transaction(conn: &mut sqlx::SqliteConnection) -> Result<bool, sqlx::Error> {
+    use sqlx::Connection;
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
+    // The queued rollback runs before the ping (the connection's commands run in order).
+    conn.ping().await?;
+    if conn.is_in_transaction() {
+        tracing::warn!(
+            "the writer connection could not roll its transaction back; it is replaced by a new one"
+        );
+        return Ok(false);
+    }
+    Ok(true)
+}
+
 impl SqliteStore {
     pub async fn connect(path: &Path, readers: u32) -> StoreResult<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -102,6 +126,7 @@ impl SqliteStore {
             .max_connections(1)
             .min_connections(1)
             .acquire_timeout(Duration::from_secs(30))
+            .after_release(|conn, _| Box::pin(discard_if_in_transaction(conn)))
             .connect_with(options.clone())
             .await?;
         let reader = SqlitePoolOptions::new()
@@ -206,6 +231,32 @@ mod shared;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// SQLite may roll a transaction back by itself (after `SQLITE_FULL`, say); the transaction
+    /// then dropped queues a `ROLLBACK` that fails. The writer connection is replaced rather
+    /// than kept at a transaction depth of one, so the next write begins as usual.
+    #[tokio::test]
+    async fn a_writer_left_in_a_transaction_is_replaced() {
+        let dir = std::env::temp_dir().join(format!("sb-writer-{}", uuid::Uuid::new_v4()));
+        let store = SqliteStore::connect(&dir.join("db.sqlite"), 1)
+            .await
+            .unwrap();
+        {
+            let mut tx = store.begin().await.unwrap();
+            // Ends the transaction behind sqlx's back, as SQLite does after some errors.
+            sqlx::query("ROLLBACK").execute(&mut *tx).await.unwrap();
+        }
+        for _ in 0..3 {
+            let mut tx = store
+                .begin()
+                .await
+                .expect("a write begins on a sound connection");
+            sqlx::query("SELECT 1").execute(&mut *tx).await.unwrap();
+            tx.commit().await.unwrap();
+        }
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// The background task copies the WAL into the database file: with the automatic checkpoint
     /// far above what is written here, only the task can make the database file grow.

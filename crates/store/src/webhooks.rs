@@ -69,7 +69,8 @@ pub struct EndpointPatch {
     /// A new sealed signing secret.
     pub sealed_secret: Option<Vec<u8>>,
     /// With a new secret: the current secret stays valid (deliveries are signed with it too)
-    /// until this time; `None` drops it at once. Secrets already retired keep their own end.
+    /// until this time, and secrets already retired keep their own end; `None` (no grace) is a
+    /// cut-over: the current secret and every one retired earlier stop at once.
     pub retire_secret_until: Option<Timestamp>,
     pub ordering: Option<EndpointOrdering>,
 }

@@ -22,7 +22,7 @@ use crate::http::messages::{
     SendResponse, SendTemplateRequest, media_request, send_frame, template_request, text_request,
 };
 use crate::http::pagination::Page;
-use crate::http::query::QueryParams;
+use crate::http::query::{NoParams, StrictQuery};
 use crate::http::state::AppState;
 use crate::views::messages::MessageOut;
 
@@ -167,7 +167,7 @@ pub async fn send_template(
 pub async fn list_messages(
     state: State<AppState>,
     principal: Principal,
-    query: Result<QueryParams<HistoryQuery>, ApiError>,
+    query: Result<StrictQuery<HistoryQuery>, ApiError>,
 ) -> ApiResult<axum::Json<Page<MessageOut>>> {
     messages::list_messages(state, principal, query).await
 }
@@ -181,14 +181,16 @@ pub async fn list_messages(
     security(("bearer" = ["channels:read"])),
     responses(
         (status = 200, description = "Every channel of the organization, in one page.", body = Page<ChannelOut>),
+        (status = 400, description = "invalid_request: a query parameter (this list takes none).", body = ErrorBody),
         (status = 403, description = "The key lacks channels:read.", body = ErrorBody),
     )
 )]
 pub async fn list_channels(
     state: State<AppState>,
     principal: Principal,
+    query: Result<StrictQuery<NoParams>, ApiError>,
 ) -> ApiResult<axum::Json<Page<ChannelOut>>> {
-    channels::list_channels(state, principal).await
+    channels::list_channels(state, principal, query).await
 }
 
 pub fn router() -> Router<AppState> {

@@ -24,7 +24,7 @@ use crate::http::auth::Principal;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::json::LenientJsonBody;
 use crate::http::pagination::Page;
-use crate::http::query::QueryParams;
+use crate::http::query::StrictQuery;
 use crate::http::state::AppState;
 use crate::http::webhooks::{PageParams, deps, path_uuid};
 use crate::ops::webhooks::{self as ops, Kind};
@@ -94,10 +94,10 @@ pub struct LegacyWebhookRequest {
 pub async fn list_records(
     State(state): State<AppState>,
     principal: Principal,
-    q: Result<QueryParams<PageParams>, ApiError>,
+    q: Result<StrictQuery<PageParams>, ApiError>,
 ) -> ApiResult<Json<Page<LegacyWebhookOut>>> {
     principal.require(Scope::WebhooksRead)?;
-    let QueryParams(q) = q?;
+    let StrictQuery(q) = q?;
     Ok(Json(
         super::super::webhooks::endpoints::endpoint_page(&state, &principal, &q, true)
             .await?

@@ -16,7 +16,7 @@ use super::MAX_SLUG_INPUT;
 use crate::http::auth::Principal;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::pagination::{Page, PageRequest};
-use crate::http::query::QueryParams;
+use crate::http::query::{AcceptedParams, StrictQuery};
 use crate::http::state::AppState;
 
 #[derive(Debug, Default, Deserialize)]
@@ -31,6 +31,21 @@ pub struct HistoryQuery {
     status: Option<String>,
     since: Option<String>,
     until: Option<String>,
+}
+
+impl AcceptedParams for HistoryQuery {
+    const ACCEPTED: &'static [&'static str] = &[
+        "limit",
+        "cursor",
+        "channel_id",
+        "channel_slug",
+        "contact_uuid",
+        "conversation_uuid",
+        "direction",
+        "status",
+        "since",
+        "until",
+    ];
 }
 
 fn bad(param: &str, message: impl Into<String>) -> ApiError {
@@ -80,10 +95,10 @@ fn time_param(param: &str, v: Option<&str>) -> ApiResult<Option<Timestamp>> {
 pub async fn list_messages(
     State(state): State<AppState>,
     principal: Principal,
-    q: Result<QueryParams<HistoryQuery>, ApiError>,
+    q: Result<StrictQuery<HistoryQuery>, ApiError>,
 ) -> ApiResult<axum::Json<Page<MessageOut>>> {
     principal.require(Scope::MessagesRead)?;
-    let QueryParams(q) = q?;
+    let StrictQuery(q) = q?;
     let page = PageRequest::parse(q.limit.as_deref(), q.cursor.as_deref())?;
     let mut filter = MessageFilter {
         direction: q

@@ -34,12 +34,19 @@ use crate::http::json::{RawJson, Read, read_lenient, read_strict};
 use crate::http::request_id;
 use crate::http::state::AppState;
 
-pub(super) fn body_bytes(code: &'static str, message: &str, details: Option<Value>) -> Vec<u8> {
+/// An error body, with the id of the request it answers (given: a stored body may be built
+/// outside the request's task).
+pub(super) fn body_bytes(
+    code: &'static str,
+    message: &str,
+    details: Option<Value>,
+    request_id: Option<&str>,
+) -> Vec<u8> {
     serde_json::to_vec(&ErrorBody {
         error: ErrorObject {
             code: code.to_owned(),
             message: message.to_owned(),
-            request_id: request_id::current(),
+            request_id: request_id.map(str::to_owned),
             details,
         },
     })
@@ -47,10 +54,12 @@ pub(super) fn body_bytes(code: &'static str, message: &str, details: Option<Valu
 }
 
 /// The response stored for a recorded send (and given live): 201 with the send response, or
-/// the 422 of a provider rejection.
+/// the 422 of a provider rejection, whose body carries `request_id` (the request's, captured in
+/// its task: the record may be written by a group committer's).
 pub(super) fn stored_response(
     recorded: &RecordedOutbound,
     rejection: Option<&ProviderError>,
+    request_id: Option<&str>,
 ) -> StoredResponse {
     match rejection {
         None => StoredResponse {
@@ -64,7 +73,7 @@ pub(super) fn stored_response(
             });
             StoredResponse {
                 status: err.status.as_u16(),
-                body: body_bytes(err.code, &err.message, err.details),
+                body: body_bytes(err.code, &err.message, err.details, request_id),
             }
         }
     }
@@ -99,9 +108,10 @@ fn catalog_response(
     recorded: &RecordedOutbound,
     extra: &CatalogExtra,
     rejection: Option<&ProviderError>,
+    request_id: Option<&str>,
 ) -> StoredResponse {
     match rejection {
-        Some(_) => stored_response(recorded, rejection),
+        Some(_) => stored_response(recorded, rejection, request_id),
         None => StoredResponse {
             status: 201,
             body: serde_json::to_vec(&CatalogSendResponse {
@@ -228,7 +238,8 @@ where
 pub(crate) fn plain_completion(token: Option<ClaimToken>) -> Option<SendCompletion> {
     token.map(|token| SendCompletion {
         token,
-        respond: std::sync::Arc::new(stored_response),
+        request_id: request_id::current(),
+        respond: stored_response,
     })
 }
 
@@ -237,7 +248,7 @@ pub(crate) fn plain_outcome(
     result: Result<RecordedOutbound, SendError>,
     recorded: bool,
 ) -> Response {
-    send_outcome(result, recorded, |r| stored_response(r, None).body)
+    send_outcome(result, recorded, |r| stored_response(r, None, None).body)
 }
 
 /// Runs a plain (not catalog) send and shapes its response for the idempotency layer. Shared by
@@ -274,14 +285,17 @@ async fn run_catalog_send(
         request: plan.request,
         rules: state.config.consent_rules(),
     };
+    let request_id = request_id::current();
     let completion = token.map(|token| CatalogCompletion {
         token,
-        respond: Box::new(catalog_response),
+        respond: Box::new(move |r, extra, rejection| {
+            catalog_response(r, extra, rejection, request_id.as_deref())
+        }),
     });
     let recorded = completion.is_some();
     let result = send_catalog(&send_context(&state), input, completion).await;
     send_outcome(result, recorded, |sent| {
-        catalog_response(&sent.recorded, &sent.extra, None).body
+        catalog_response(&sent.recorded, &sent.extra, None, None).body
     })
 }
 
@@ -317,7 +331,7 @@ pub(crate) fn send_outcome<T>(
             created(&sent),
         )),
         Err(SendError::ProviderRejected { recorded: r, error }) => {
-            let stored = stored_response(&r, Some(&error));
+            let stored = stored_response(&r, Some(&error), request_id::current().as_deref());
             mark(idempotency::json_response(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 stored.body,

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::http::pagination::{Cursor, Page, PageRequest};
 use crate::http::path::Path;
-use crate::http::query::QueryParams;
+use crate::http::query::{AcceptedParams, StrictQuery};
 use crate::ops::webhooks as ops;
 use switchboard_domain::Timestamp;
 use switchboard_domain::scope::Scope;
@@ -147,6 +147,18 @@ pub struct DeliveryParams {
     pub until: Option<String>,
 }
 
+impl AcceptedParams for DeliveryParams {
+    const ACCEPTED: &'static [&'static str] = &[
+        "limit",
+        "cursor",
+        "status",
+        "event",
+        "endpoint_uuid",
+        "since",
+        "until",
+    ];
+}
+
 fn parse_time(param: &str, raw: &str) -> ApiResult<Timestamp> {
     Timestamp::parse_rfc3339(raw).map_err(|_| {
         ApiError::invalid_request(
@@ -234,10 +246,10 @@ fn delivery_query(p: &DeliveryParams) -> ApiResult<(DeliveryQuery, PageRequest)>
 pub async fn list_deliveries(
     State(state): State<AppState>,
     principal: Principal,
-    params: Result<QueryParams<DeliveryParams>, ApiError>,
+    params: Result<StrictQuery<DeliveryParams>, ApiError>,
 ) -> ApiResult<Json<Page<DeliveryOut>>> {
     principal.require(Scope::WebhooksRead)?;
-    let QueryParams(params) = params?;
+    let StrictQuery(params) = params?;
     let (query, page) = delivery_query(&params)?;
     let rows = state
         .store

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::http::json::{JsonBody, OptionalJsonBody};
 use crate::http::pagination::{Cursor, Page, PageRequest};
 use crate::http::path::Path;
-use crate::http::query::QueryParams;
+use crate::http::query::StrictQuery;
 use crate::ops::webhooks as ops;
 use switchboard_domain::Timestamp;
 use switchboard_domain::scope::Scope;
@@ -172,10 +172,10 @@ pub struct UpdateEndpointBody {
 pub async fn list_endpoints(
     State(state): State<AppState>,
     principal: Principal,
-    q: Result<QueryParams<PageParams>, ApiError>,
+    q: Result<StrictQuery<PageParams>, ApiError>,
 ) -> ApiResult<Json<Page<EndpointOut>>> {
     principal.require(Scope::WebhooksRead)?;
-    let QueryParams(q) = q?;
+    let StrictQuery(q) = q?;
     Ok(Json(
         endpoint_page(&state, &principal, &q, false)
             .await?

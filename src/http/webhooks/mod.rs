@@ -125,6 +125,10 @@ pub struct PageParams {
     pub cursor: Option<String>,
 }
 
+impl crate::http::query::AcceptedParams for PageParams {
+    const ACCEPTED: &'static [&'static str] = &["limit", "cursor"];
+}
+
 pub fn router() -> Router<AppState> {
     Router::new()
         .route(&format!("{BASE}/webhook-events"), get(list_events))

@@ -80,6 +80,7 @@ impl SendError {
             SendError::LostClaim => "idempotency_in_progress",
             SendError::FlowNotFound => "not_found",
             SendError::Store(StoreError::Unavailable(_)) => "service_unavailable",
+            SendError::Store(StoreError::StorageFull(_)) => "storage_full",
             SendError::Store(StoreError::NotFound) => "not_found",
             SendError::Store(_) => "internal_error",
         }

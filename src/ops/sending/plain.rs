@@ -38,14 +38,17 @@ pub struct SendInput {
     pub content: Content,
 }
 
-/// Builds the stored (and live) response of a recorded send: the 201 body, or the 422 of a
-/// provider rejection.
-pub type Responder =
-    Arc<dyn Fn(&RecordedOutbound, Option<&ProviderError>) -> StoredResponse + Send + Sync>;
+/// Builds the stored (and live) response of a recorded send from the record, the provider's
+/// rejection if any and the request's id: the 201 body, or the 422 of a provider rejection. A
+/// plain function, which captures nothing: the stored body depends only on these values, not on
+/// the task that writes the record (a group committer's, where no request is current).
+pub type Responder = fn(&RecordedOutbound, Option<&ProviderError>, Option<&str>) -> StoredResponse;
 
 /// Completes an idempotency claim in the transaction of the send.
 pub struct SendCompletion {
     pub token: ClaimToken,
+    /// The id of the request (its error bodies carry it), captured in the request's own task.
+    pub request_id: Option<String>,
     pub respond: Responder,
 }
 
@@ -282,9 +285,9 @@ pub async fn send(
         .record_outbound_grouped(GroupedOutbound {
             new,
             completion: completion.map(|c| {
-                let respond = c.respond;
+                let (respond, request_id) = (c.respond, c.request_id);
                 let responder: GroupResponder = Arc::new(move |r: &RecordedOutbound| {
-                    respond(r, rejection_for_response.as_ref())
+                    respond(r, rejection_for_response.as_ref(), request_id.as_deref())
                 });
                 (c.token, responder)
             }),

@@ -20,13 +20,15 @@ use super::SendError;
 
 /// The provider call of a send (no transaction is open): a span of the request's trace (the
 /// provider gets its `traceparent`), the latency metric, and the timeline's steps so far:
-/// `accepted` (every check passed), `provider_request`, `provider_response`.
+/// `accepted` (every check passed), `provider_request`, `provider_response`. `reference`: the
+/// message's uuid, for providers that echo it in status callbacks (queued sends).
 pub(crate) async fn call(
     provider: &dyn Provider,
     channel: &Channel,
     recipient: &Contact,
     content: &Content,
     clock: &dyn Clock,
+    reference: Option<&str>,
 ) -> (Result<Accepted, ProviderError>, Vec<MessageStep>) {
     let accepted_at = clock.now();
     let mut span = trace::Span::start("provider.send", trace::Kind::Client, trace::current());
@@ -34,7 +36,16 @@ pub(crate) async fn call(
     span.attr("switchboard.channel_uuid", channel.uuid.to_string());
     let started = std::time::Instant::now();
     let request_at = clock.now();
-    let outcome = trace::scope(span.context(), provider.send(recipient, content)).await;
+    let outcome = match reference {
+        Some(r) => {
+            trace::scope(
+                span.context(),
+                provider.send_referenced(recipient, content, r),
+            )
+            .await
+        }
+        None => trace::scope(span.context(), provider.send(recipient, content)).await,
+    };
     let response_at = clock.now();
     metrics::histogram!("switchboard_provider_send_duration_seconds", "channel_type" => channel.channel_type.as_str())
         .record(started.elapsed().as_secs_f64());
@@ -111,7 +122,7 @@ pub(crate) async fn paced_call(
         return deferred;
     }
     call_or_defer(
-        provider, pacer, channel, recipient, content, clock, attempts,
+        provider, pacer, channel, recipient, content, clock, attempts, None,
     )
     .await
 }
@@ -196,7 +207,8 @@ pub(crate) async fn wait_for_pace(
 
 /// The provider call; a throttling answer defers the send with backoff (`attempts`: earlier
 /// tries of this message; a per-recipient throttle, 131056, waits at least the recipient
-/// interval).
+/// interval). `reference`: as for [`call`].
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn call_or_defer(
     provider: &dyn Provider,
     pacer: &Pacer,
@@ -205,8 +217,9 @@ pub(crate) async fn call_or_defer(
     content: &Content,
     clock: &dyn Clock,
     attempts: i64,
+    reference: Option<&str>,
 ) -> Dispatch {
-    let (outcome, steps) = call(provider, channel, recipient, content, clock).await;
+    let (outcome, steps) = call(provider, channel, recipient, content, clock, reference).await;
     if let Err(ProviderError::Throttled { code, .. }) = &outcome {
         metrics::counter!("switchboard_provider_sends_total", "channel_type" => channel.channel_type.as_str(), "result" => "throttled").increment(1);
         let floor = if code.as_ref().and_then(Value::as_i64) == Some(131056) {

@@ -1,11 +1,16 @@
 //! The send worker: sends the messages recorded `queued` (batch items, and sends that pacing or
 //! the provider's throttling put off), within each channel's pace.
 //!
-//! Exactly once across instances and crashes: a worker claims due messages with a lease; before
-//! the provider call it marks the message *in flight* (committed); the outcome is written with
-//! the removal of the queue row under the lease, in one transaction with `message.sent`. A
-//! message taken over from an expired lease that was in flight may already be with the
-//! provider (the instance stopped during the call): it is failed with
+//! Exactly once across instances and crashes: a worker claims due messages with a lease; right
+//! before the provider call (at its slot of the pace, not ahead of it) it marks the message *in
+//! flight* (committed); the outcome is written with the removal of the queue row under the
+//! lease, in one transaction with `message.sent`. So an instance that dies leaves in flight only
+//! the messages whose provider call it had started. Such a message, taken over from an expired
+//! lease, may already be with the provider: on WhatsApp Cloud the send carried our message uuid
+//! (`biz_opaque_callback_data`), which the provider's status callbacks echo, so the message is
+//! recorded `sent` with the provider id a callback reported, and waited for (up to
+//! `SWITCHBOARD_SEND_OUTCOME_WAIT` after the call) while none has come yet; only then, and at
+//! once on channels without such an echo (Telegram), it is failed with
 //! `provider_outcome_unknown` rather than sent a second time. A message the pace or the
 //! provider's throttling puts off goes back to the queue with its new time.
 
@@ -20,10 +25,10 @@ use super::{SendContext, SendError};
 use crate::crypto::SecretBox;
 use crate::ops::channels::provider_for;
 use crate::ops::message_events::sent_effects;
-use crate::providers::{ProviderError, ProviderHub};
+use crate::providers::{ProviderError, ProviderHub, echoes_send_reference};
 use crate::trace;
 use switchboard_domain::clock::SharedClock;
-use switchboard_domain::message::timeline::StepKind;
+use switchboard_domain::message::timeline::{self, StepKind};
 use switchboard_domain::message::{Content, MessageStatus};
 use switchboard_store::queue::{ClaimedSend, LeaseResult, QueuedOutcome};
 use switchboard_store::{MessageStep, SharedStore, StoreResult};
@@ -33,8 +38,6 @@ use switchboard_store::{MessageStep, SharedStore, StoreResult};
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// How long a worker waits for a slot of the pace before it puts the message back.
 const WORKER_PACE_BOUND: Duration = Duration::from_secs(2);
-/// How long before its slot a message is marked in flight (the mark's own latency).
-const MARK_AHEAD: Duration = Duration::from_millis(250);
 /// How often an idle worker looks for due messages (other instances' queues, deferred ones).
 const POLL: Duration = Duration::from_millis(200);
 /// Provider outages a message rides out before it fails with `provider_unavailable`.
@@ -53,6 +56,9 @@ pub struct SendWorker {
     /// The longest one message's provider work may take (`SWITCHBOARD_PROVIDER_TIMEOUT`, plus
     /// a media fetch and upload, `SWITCHBOARD_MEDIA_TIMEOUT` each): a lease outlasts it.
     pub provider_timeout: Duration,
+    /// How long after its provider call a message left in flight by a stopped instance waits
+    /// for the provider's status callback (`SWITCHBOARD_SEND_OUTCOME_WAIT`).
+    pub outcome_wait: Duration,
 }
 
 impl SendWorker {
@@ -108,20 +114,56 @@ impl SendWorker {
         let _ = tokio::time::timeout(self.provider_timeout + WORKER_PACE_BOUND, drain).await;
     }
 
+    /// A message an earlier claim left in flight (its instance stopped during the provider
+    /// call): `sent` with the provider id a status callback reported; waited for while the
+    /// provider may still report it; else failed with `provider_outcome_unknown`, never sent a
+    /// second time.
+    async fn settle_in_flight(&self, c: &ClaimedSend) -> StoreResult<()> {
+        let now = self.clock.now();
+        if let Some(id) = &c.reported_provider_message_id {
+            tracing::info!(
+                message_uuid = %c.message.uuid,
+                "a queued message in flight when its instance stopped was settled by the provider's status callback: sent"
+            );
+            metrics::counter!("switchboard_send_queue_outcome_settled_total").increment(1);
+            let step = MessageStep {
+                at: now,
+                kind: StepKind::ProviderResponse,
+                detail: timeline::provider_response(Some(id), None),
+            };
+            let outcome = Outcome {
+                status: MessageStatus::Sent,
+                provider_message_id: Some(id.clone()),
+                error: None,
+            };
+            return self.finish(c, outcome, vec![step]).await;
+        }
+        let until = c
+            .in_flight_at
+            .unwrap_or(now)
+            .saturating_add(self.outcome_wait);
+        if echoes_send_reference(c.message.channel.channel_type) && now < until {
+            self.store
+                .await_outcome(c.message.id, c.token, until)
+                .await?;
+            return Ok(());
+        }
+        metrics::counter!("switchboard_send_queue_outcome_unknown_total").increment(1);
+        self.finish(
+            c,
+            failed(
+                "provider_outcome_unknown",
+                "The service stopped during the provider call, and the provider did not report the message: it may or may not have it, so it is not sent again.",
+            ),
+            Vec::new(),
+        )
+        .await
+    }
+
     async fn process(&self, c: ClaimedSend) -> StoreResult<()> {
         let m = &c.message;
         if c.was_in_flight {
-            metrics::counter!("switchboard_send_queue_outcome_unknown_total").increment(1);
-            return self
-                .finish(
-                    &c,
-                    failed(
-                        "provider_outcome_unknown",
-                        "The service stopped during the provider call: the provider may or may not have the message, so it is not sent again.",
-                    ),
-                    Vec::new(),
-                )
-                .await;
+            return self.settle_in_flight(&c).await;
         }
         let ctx = SendContext {
             store: self.store.as_ref(),
@@ -241,9 +283,13 @@ impl SendWorker {
             }
             Err(Dispatch::Called(..)) => unreachable!("a reservation calls nothing"),
         };
-        // In flight (committed) just before the slot, so that the call goes at the slot itself
-        // and an instance that dies while it waits leaves little marked in flight.
-        tokio::time::sleep_until(slot - MARK_AHEAD).await;
+        tokio::time::sleep_until(slot).await;
+        if !on_time(slot) {
+            // Woken too late for the slot: back to the queue, due at once, to take a new one.
+            return self.defer(&c, Duration::ZERO, false).await;
+        }
+        // In flight (committed) right before the call: an instance that dies while the message
+        // waits for its slot leaves it as it was, to be sent by the next claim.
         if let LeaseResult::Lost = self
             .store
             .mark_in_flight(m.id, c.token, self.clock.now())
@@ -251,11 +297,12 @@ impl SendWorker {
         {
             return Ok(());
         }
-        tokio::time::sleep_until(slot).await;
         if !on_time(slot) {
-            // Woken too late for the slot: back to the queue, due at once, to take a new one.
+            // The mark made the call late for its slot (a slow write): nothing was called, so
+            // back to the queue (no longer in flight) for a new slot, rather than burst.
             return self.defer(&c, Duration::ZERO, false).await;
         }
+        let reference = m.uuid.to_string();
         let dispatch = trace::scope(
             parent,
             call_or_defer(
@@ -266,6 +313,7 @@ impl SendWorker {
                 &content,
                 ctx.clock,
                 c.attempts,
+                Some(&reference),
             ),
         )
         .await;

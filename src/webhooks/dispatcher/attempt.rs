@@ -149,9 +149,21 @@ impl Dispatcher {
             .get(reqwest::header::LOCATION)
             .and_then(|v| v.to_str().ok())
             .map(url_safety::redacted);
+        // The answer counts only once it is whole (to its end, or to the cap: what is beyond
+        // the cap is not needed); a body that stalls past the time limit or stops short is no
+        // answer, and the attempt is retried.
         let mut buf = Vec::new();
-        let _ = tokio::time::timeout_at(deadline, read_capped(&mut resp, &mut buf)).await;
+        let read = tokio::time::timeout_at(deadline, read_capped(&mut resp, &mut buf)).await;
         drop(resp);
+        let incomplete = match read {
+            Ok(Ok(())) => None,
+            Err(_) => Some(AttemptResult::timeout(self.timeout)),
+            Ok(Err(e)) => Some(AttemptResult::from_transport(&e, self.timeout)),
+        };
+        if let Some(mut failed) = incomplete {
+            failed.excerpt = excerpt(&buf);
+            return failed.signed(signed_with);
+        }
         let excerpt = excerpt(&buf);
         let reason = status.canonical_reason().unwrap_or("");
         let (code, message) = match retry::classify_status(status.as_u16()) {
@@ -183,17 +195,19 @@ impl Dispatcher {
     }
 }
 
-/// Reads at most [`READ_LIMIT`] bytes of a body into `buf`.
-async fn read_capped(resp: &mut reqwest::Response, buf: &mut Vec<u8>) {
+/// Reads a body into `buf` to its end or to [`READ_LIMIT`] bytes, whichever comes first; an
+/// error when the body stops short (the connection closed, or the client's time limit).
+async fn read_capped(resp: &mut reqwest::Response, buf: &mut Vec<u8>) -> reqwest::Result<()> {
     while buf.len() < READ_LIMIT {
-        match resp.chunk().await {
-            Ok(Some(chunk)) => {
+        match resp.chunk().await? {
+            Some(chunk) => {
                 let room = READ_LIMIT - buf.len();
                 buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
             }
-            _ => break,
+            None => break,
         }
     }
+    Ok(())
 }
 
 /// The first KiB of a body as text (cut at a character boundary).

@@ -175,8 +175,10 @@ impl SendQueueStore for Backend {
         limit: i64,
     ) -> StoreResult<Vec<ClaimedSend>> {
         let mut tx = self.write().await?;
-        let rows: Vec<(i64, i64, Option<Timestamp>, Option<i64>)> = sqlx::query_as(&format!(
-            "SELECT message_id, attempts, in_flight_at, batch_id FROM send_queue
+        type Row = (i64, i64, Option<Timestamp>, Option<String>, Option<i64>);
+        let rows: Vec<Row> = sqlx::query_as(&format!(
+            "SELECT message_id, attempts, in_flight_at, reported_provider_message_id, batch_id
+             FROM send_queue
              WHERE not_before <= $1 AND (lease_until IS NULL OR lease_until <= $1)
              ORDER BY not_before, message_id LIMIT $2{}",
             dialect::SKIP_LOCKED
@@ -187,11 +189,12 @@ impl SendQueueStore for Backend {
         .await?;
         let until = now.saturating_add(lease);
         let mut claimed = Vec::with_capacity(rows.len());
-        for (message_id, attempts, in_flight_at, batch_id) in rows {
+        for (message_id, attempts, in_flight_at, reported, batch_id) in rows {
             let token = Uuid::new_v4();
+            // A row in flight stays so (until its outcome is recorded): a claim that dies
+            // before deciding leaves it as unknown as it found it.
             sqlx::query(
-                "UPDATE send_queue SET lease_token = $1, lease_until = $2, in_flight_at = NULL
-                 WHERE message_id = $3",
+                "UPDATE send_queue SET lease_token = $1, lease_until = $2 WHERE message_id = $3",
             )
             .bind(token)
             .bind(until)
@@ -203,6 +206,8 @@ impl SendQueueStore for Backend {
                 token,
                 attempts,
                 was_in_flight: in_flight_at.is_some(),
+                in_flight_at,
+                reported_provider_message_id: reported,
                 batch_id,
             });
         }
@@ -219,7 +224,8 @@ impl SendQueueStore for Backend {
     ) -> StoreResult<LeaseResult<()>> {
         let done = sqlx::query(
             "UPDATE send_queue SET not_before = $1, lease_token = NULL, lease_until = NULL,
-                    in_flight_at = NULL, attempts = attempts + $2
+                    in_flight_at = NULL, reported_provider_message_id = NULL,
+                    attempts = attempts + $2
              WHERE message_id = $3 AND lease_token = $4",
         )
         .bind(not_before)
@@ -229,6 +235,48 @@ impl SendQueueStore for Backend {
         .execute(self.writer())
         .await?;
         Ok(lease_held(done.rows_affected()))
+    }
+
+    async fn await_outcome(
+        &self,
+        message_id: i64,
+        token: Uuid,
+        until: Timestamp,
+    ) -> StoreResult<LeaseResult<()>> {
+        let done = sqlx::query(
+            "UPDATE send_queue SET not_before = $1, lease_token = NULL, lease_until = NULL
+             WHERE message_id = $2 AND lease_token = $3 AND in_flight_at IS NOT NULL",
+        )
+        .bind(until)
+        .bind(message_id)
+        .bind(token)
+        .execute(self.writer())
+        .await?;
+        Ok(lease_held(done.rows_affected()))
+    }
+
+    async fn report_provider_id(
+        &self,
+        channel_id: i64,
+        uuid: Uuid,
+        provider_message_id: &str,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        // Due at once unless a live lease holds it (its worker records the outcome itself).
+        let done = sqlx::query(
+            "UPDATE send_queue SET reported_provider_message_id = $1,
+                    not_before = CASE WHEN lease_until IS NULL OR lease_until <= $2
+                                      THEN $2 ELSE not_before END
+             WHERE in_flight_at IS NOT NULL AND reported_provider_message_id IS NULL
+               AND message_id = (SELECT id FROM messages WHERE uuid = $3 AND channel_id = $4)",
+        )
+        .bind(provider_message_id)
+        .bind(now)
+        .bind(uuid)
+        .bind(channel_id)
+        .execute(self.writer())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn mark_in_flight(

@@ -2,6 +2,7 @@ use async_trait::async_trait;
 
 use super::Backend;
 use crate::{Reseal, StoreError, StoreResult, SystemStore};
+use switchboard_domain::Timestamp;
 use switchboard_domain::event::Effects;
 
 /// Every column that holds a value sealed under the master key: (table, key column, sealed
@@ -47,6 +48,23 @@ impl SystemStore for Backend {
 
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(self.reader()).await?;
+        Ok(())
+    }
+
+    async fn probe_write(&self, now: Timestamp) -> StoreResult<()> {
+        // 4 KiB that do not compress, so that the write needs room of its own.
+        let payload: Vec<u8> = (0..4096).map(|_| rand::random::<u8>()).collect();
+        let mut tx = self.write().await?;
+        sqlx::query(
+            "INSERT INTO storage_probe (id, payload, probed_at) VALUES (1, $1, $2)
+             ON CONFLICT (id) DO UPDATE SET payload = excluded.payload, probed_at = excluded.probed_at",
+        )
+        .bind(payload)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit(Effects::none()).await?;
+        crate::health::succeeded();
         Ok(())
     }
 

@@ -31,6 +31,8 @@ conformance!(
     grouped_records_commit_together_and_fail_alone,
     a_reused_provider_id_does_not_lose_the_sent_message,
     a_message_journey_is_kept_and_read_oldest_first,
+    a_send_in_flight_keeps_what_the_provider_reports,
+    a_write_probe_commits,
 );
 
 fn phone(s: &str) -> Phone {
@@ -1598,4 +1600,136 @@ fn sent_message_event(m: &MessageRecord) -> Effects {
         Some(m.channel.clone()),
         m.updated_at,
     ))
+}
+
+/// A queued send left in flight by a stopped instance: it stays in flight when taken over (a
+/// claim that dies before deciding leaves it as unknown as it found it); the provider id a
+/// status callback reports for it is kept with it (due at once when no live lease holds it);
+/// one waiting for its outcome is put off with its in-flight time kept.
+async fn a_send_in_flight_keeps_what_the_provider_reports(s: SharedStore) {
+    use switchboard_store::queue::{LeaseResult, NewBatch, QueueEntry};
+    let f = fixture(&s).await;
+    let item = |p: &str| NewOutbound {
+        status: MessageStatus::Queued,
+        provider_message_id: None,
+        queue: Some(QueueEntry {
+            batch_id: None,
+            not_before: t(10),
+        }),
+        ..outbound(
+            &f,
+            RecipientRef::Phone(phone(p)),
+            ConversationPolicy::ContinueIfOpen,
+            10,
+        )
+    };
+    let (_, items) = s
+        .record_batch(
+            NewBatch {
+                uuid: Uuid::now_v7(),
+                org_id: f.org,
+                api_key_id: Some(f.key),
+                now: t(10),
+            },
+            vec![item("+4915123456789"), item("+4915123456780")],
+            None,
+            Box::new(|_| Effects::none()),
+        )
+        .await
+        .unwrap();
+    let (a, b) = (&items[0].message, &items[1].message);
+    let lease = Duration::from_secs(1);
+    let claimed = s.claim_queued(t(20), lease, 10).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    for c in &claimed {
+        assert_eq!(
+            s.mark_in_flight(c.message.id, c.token, t(21))
+                .await
+                .unwrap(),
+            LeaseResult::Done(())
+        );
+    }
+    // A report for a message in flight under a live lease is kept; the lease holder decides.
+    assert!(
+        s.report_provider_id(f.channel, a.uuid, "wamid.A", t(30))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.report_provider_id(f.channel, a.uuid, "wamid.other", t(31))
+            .await
+            .unwrap(),
+        "the first report stays"
+    );
+    assert!(
+        !s.report_provider_id(f.channel + 1, b.uuid, "wamid.B", t(31))
+            .await
+            .unwrap(),
+        "another channel's message is not this one"
+    );
+    assert!(
+        !s.report_provider_id(f.channel, Uuid::now_v7(), "wamid.X", t(31))
+            .await
+            .unwrap()
+    );
+    assert!(s.claim_queued(t(500), lease, 10).await.unwrap().is_empty());
+    // The leases expire (the instance died): both are taken over, in flight, `a` with its report.
+    let taken = s.claim_queued(t(2_000), lease, 10).await.unwrap();
+    assert_eq!(taken.len(), 2);
+    let over_a = taken.iter().find(|c| c.message.id == a.id).unwrap();
+    let over_b = taken.iter().find(|c| c.message.id == b.id).unwrap();
+    assert!(over_a.was_in_flight && over_b.was_in_flight);
+    assert_eq!(over_a.in_flight_at, Some(t(21)));
+    assert_eq!(
+        over_a.reported_provider_message_id.as_deref(),
+        Some("wamid.A")
+    );
+    assert_eq!(over_b.reported_provider_message_id, None);
+    // `b` waits for its outcome; a claim that dies without deciding leaves it in flight.
+    assert_eq!(
+        s.await_outcome(b.id, Uuid::new_v4(), t(60_000))
+            .await
+            .unwrap(),
+        LeaseResult::Lost,
+        "a stale token puts nothing off"
+    );
+    assert_eq!(
+        s.await_outcome(b.id, over_b.token, t(60_000))
+            .await
+            .unwrap(),
+        LeaseResult::Done(())
+    );
+    let later = s.claim_queued(t(10_000), lease, 10).await.unwrap();
+    assert!(
+        later.iter().all(|c| c.message.id != b.id),
+        "not due before the end of its wait"
+    );
+    // Its report comes while no lease holds it: due at once, in flight, with the report.
+    assert!(
+        s.report_provider_id(f.channel, b.uuid, "wamid.B", t(10_001))
+            .await
+            .unwrap()
+    );
+    let due = s.claim_queued(t(10_002), lease, 10).await.unwrap();
+    let b_again = due.iter().find(|c| c.message.id == b.id).unwrap();
+    assert!(b_again.was_in_flight);
+    assert_eq!(b_again.in_flight_at, Some(t(21)));
+    assert_eq!(
+        b_again.reported_provider_message_id.as_deref(),
+        Some("wamid.B")
+    );
+    // Claimed again after that claim's lease ran out: still in flight.
+    let again = s.claim_queued(t(20_000), lease, 10).await.unwrap();
+    assert!(
+        again
+            .iter()
+            .any(|c| c.message.id == b.id && c.was_in_flight),
+        "{again:?}"
+    );
+}
+
+/// The readiness probe's write commits (and again: it rewrites one row).
+async fn a_write_probe_commits(s: SharedStore) {
+    s.probe_write(t(1)).await.unwrap();
+    s.probe_write(t(2)).await.unwrap();
 }

@@ -241,12 +241,20 @@ impl EndpointStore for Backend {
             }
         }
         if sealed_secret.is_some() {
-            // Secrets whose grace period is over are never used again: erase them.
+            // Secrets whose grace period is over are never used again: erase them. A rotation
+            // without grace (`0s`, the cut-over after a leak) ends every earlier secret's grace
+            // at once: only the new secret signs from now on.
+            let cut_over = retire_secret_until.is_none_or(|until| until <= now);
+            // Every retired secret ends within the longest grace period (7 days) of now.
+            let ended_by = match cut_over {
+                true => now.saturating_add(std::time::Duration::from_secs(366 * 86_400)),
+                false => now,
+            };
             sqlx::query(
                 "DELETE FROM webhook_endpoint_secrets WHERE endpoint_id = $1 AND expires_at <= $2",
             )
             .bind(old.id)
-            .bind(now)
+            .bind(ended_by)
             .execute(&mut *tx)
             .await?;
         }
