@@ -339,30 +339,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn redis_shares_one_budget() {
-        let Ok(url) = std::env::var("SWITCHBOARD_TEST_REDIS_URL") else {
-            eprintln!("SWITCHBOARD_TEST_REDIS_URL is not set; skipping");
-            return;
-        };
-        let clock: SharedClock = Arc::new(switchboard_domain::clock::SystemClock);
-        let ns = uuid::Uuid::new_v4().to_string();
-        let a = RateLimiter::with_redis(
-            clock.clone(),
-            SharedRedis::connect(&url, &ns).await.unwrap(),
-        );
-        let b = RateLimiter::with_redis(clock, SharedRedis::connect(&url, &ns).await.unwrap());
-        let key_id = 1;
-        let mut admitted = 0;
-        for i in 0..10 {
-            let limiter = if i % 2 == 0 { &a } else { &b };
-            if limiter.check(key_id, LimitClass::Sends, 6).await.allowed {
-                admitted += 1;
-            }
-        }
-        assert_eq!(admitted, 6, "two limiters on one Redis enforce one budget");
-    }
-
-    #[tokio::test]
     async fn falls_back_to_local_limits_when_redis_is_unreachable() {
         let clock = ManualClock::new(Timestamp::from_millis(1_000_000));
         let limiter = RateLimiter::with_redis(

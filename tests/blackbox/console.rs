@@ -10,12 +10,22 @@ use reqwest::Method;
 
 use crate::both_backends;
 use crate::receivers::Receiver;
-use crate::support::{Backend, TestEnv};
+use crate::support::{Backend, TestEnv, need_path, need_program};
 use crate::webhooks::fast;
 
 both_backends!(the_console_works_in_a_real_browser);
 
 async fn the_console_works_in_a_real_browser(backend: Backend) {
+    let verifiers = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/verifiers");
+    need_path(
+        std::path::Path::new("/usr/bin/chromium"),
+        "Debian's chromium: apt-get install chromium; .ci/run does",
+    );
+    need_program("node", "Node.js; .ci/run's machine has it");
+    need_path(
+        &verifiers.join("node_modules/playwright-core"),
+        "npm ci --prefix tests/verifiers; .ci/run does",
+    );
     let env = TestEnv::new(backend).await;
     let seed = env.seed().await;
     let mut config = fast();
@@ -41,15 +51,6 @@ async fn the_console_works_in_a_real_browser(backend: Backend) {
     assert!(page.text.contains("/console/app.js"));
 
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let verifiers = root.join("tests/verifiers");
-    assert!(
-        verifiers.join("node_modules/playwright-core").exists(),
-        "playwright-core is missing: run `npm ci --prefix tests/verifiers` (.ci/run does)"
-    );
-    assert!(
-        std::path::Path::new("/usr/bin/chromium").exists(),
-        "Debian's chromium is missing: apt-get install chromium (.ci/run does)"
-    );
     let out = root.join(format!(
         "target/console-screenshots/{}",
         match backend {
@@ -108,6 +109,39 @@ async fn the_console_works_in_a_real_browser(backend: Backend) {
     assert!(journey[4..].contains(&"webhook_attempt"), "{report}");
     assert_eq!(report["key_in_url"], false, "the key is never in a URL");
     assert_eq!(
+        report["nav_visible_signed_out"], false,
+        "signed out, the navigation is hidden"
+    );
+    // The ledger names the endpoint and filters by event, endpoint and time.
+    let row = report["ledger_row"].as_str().unwrap();
+    assert!(row.contains("Browser test"), "{row}");
+    assert_eq!(report["rows_other_event"], 0, "{report}");
+    assert!(
+        report["rows_of_endpoint"].as_u64().unwrap() >= 1,
+        "{report}"
+    );
+    assert_eq!(report["rows_in_future"], 0, "{report}");
+    // The delivery shows the envelope it sent and its headers, signatures masked.
+    assert_eq!(report["payload"]["event"], "message.sent", "{report}");
+    assert_eq!(
+        report["payload"]["data"]["message"]["text"]["body"], "Sent from the console test",
+        "{report}"
+    );
+    let headers = report["headers"].as_str().unwrap();
+    for name in ["X-Switchboard-Delivery", "webhook-id", "webhook-signature"] {
+        assert!(headers.contains(name), "{headers}");
+    }
+    assert!(
+        headers.contains("v1,••••") && headers.contains("signed with sec_"),
+        "{headers}"
+    );
+    // Its health: everything settled in the last hour was delivered.
+    let health = report["health"].as_str().unwrap();
+    assert!(
+        health.starts_with("100% delivered in the last hour"),
+        "{health}"
+    );
+    assert_eq!(
         report["other_origins"],
         serde_json::json!([]),
         "no external resource"
@@ -118,7 +152,9 @@ async fn the_console_works_in_a_real_browser(backend: Backend) {
         "2-channels",
         "3-endpoint-created",
         "4-sent",
+        "5a-ledger-filtered",
         "5-delivery",
+        "5b-endpoint-health",
         "6-retried",
         "6b-journey",
         "7-narrow-messages",

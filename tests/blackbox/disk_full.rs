@@ -197,12 +197,12 @@ async fn a_full_disk_is_507_and_writes_resume_without_a_restart(backend: Backend
         Backend::Sqlite => None,
         Backend::Postgres => match postgres_user() {
             Some(o) => Some(o),
-            None => return skip("no local postgres user owns a tablespace directory here"),
+            None => skip("no local postgres user owns a tablespace directory here"),
         },
     };
     let disk = match SmallDisk::mount(32 * 1024, owner) {
         Ok(d) => d,
-        Err(e) => return skip(&format!("cannot mount a small filesystem: {e}")),
+        Err(e) => skip(&format!("cannot mount a small filesystem: {e}")),
     };
     let tablespace = match backend {
         Backend::Sqlite => {
@@ -211,7 +211,7 @@ async fn a_full_disk_is_507_and_writes_resume_without_a_restart(backend: Backend
         }
         Backend::Postgres => match Tablespace::create(&env, &disk.path).await {
             Ok(t) => Some(t),
-            Err(e) => return skip(&format!("cannot put the database on a small disk: {e}")),
+            Err(e) => skip(&format!("cannot put the database on a small disk: {e}")),
         },
     };
     let placed = OnSmallDisk {

@@ -8,6 +8,8 @@ use crate::both_backends;
 use crate::fault_proxy::{Proxy, via};
 use crate::support::{Backend, TestEnv};
 
+crate::async_tests!(2; postgres_outage_is_503_and_the_service_recovers_without_restart, redis_outage_falls_back_to_per_instance_limits);
+
 both_backends!(master_key_rotation_reencrypts_every_secret);
 
 async fn master_key_rotation_reencrypts_every_secret(backend: Backend) {
@@ -136,11 +138,9 @@ where
     false
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_outage_is_503_and_the_service_recovers_without_restart() {
     if crate::support::postgres_url().is_none() {
-        eprintln!("SWITCHBOARD_TEST_POSTGRES_URL is not set; skipping");
-        return;
+        crate::support::skip("SWITCHBOARD_TEST_POSTGRES_URL is not set");
     }
     let env = TestEnv::new(Backend::Postgres).await;
     let seed = env.seed().await;
@@ -215,11 +215,9 @@ async fn postgres_outage_is_503_and_the_service_recovers_without_restart() {
     assert!(!server.logs().contains("panicked"), "{}", server.logs());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_outage_falls_back_to_per_instance_limits() {
     let Some(redis) = crate::support::redis_url() else {
-        eprintln!("SWITCHBOARD_TEST_REDIS_URL is not set; skipping");
-        return;
+        crate::support::skip("SWITCHBOARD_TEST_REDIS_URL is not set");
     };
     let env = TestEnv::new(Backend::Sqlite).await;
     let seed = env.seed().await;

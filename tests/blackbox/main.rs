@@ -1,5 +1,7 @@
 //! Black-box tests: the real `switchboard` binary on a random port, spoken to over HTTP, on
 //! SQLite and (when `SWITCHBOARD_TEST_POSTGRES_URL` is set) on PostgreSQL. One file per area.
+//! The harness is `switchboard_testkit` (`harness = false`): a test this machine cannot run
+//! (no PostgreSQL, Redis, Chromium, Node or Python library) is reported as skipped.
 
 // Support: processes, databases, receivers, fake providers, a fault-injection proxy.
 mod db_peek;
@@ -37,3 +39,7 @@ mod signatures;
 mod soak;
 mod tracing;
 mod webhooks;
+
+fn main() {
+    switchboard_testkit::main()
+}

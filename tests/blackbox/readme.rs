@@ -80,6 +80,13 @@ fn demo_blocks(file: &str, readme: &str) -> Vec<Block> {
 }
 
 async fn the_readme_examples_run_against_the_demo(backend: Backend) {
+    // The examples are shell scripts for a reader's machine.
+    for program in ["bash", "curl", "openssl", "sed"] {
+        crate::support::need_program(
+            program,
+            "the examples' shell tools; .ci/run's machine has them",
+        );
+    }
     let blocks: Vec<Block> = documents()
         .iter()
         .flat_map(|(file, text)| demo_blocks(file, text))

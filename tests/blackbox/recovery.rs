@@ -13,6 +13,8 @@ use crate::receivers::{Behaviour, ReceivedRequest, Receiver};
 use crate::support::{Backend, Server, TestEnv};
 use crate::webhooks::{Api, with};
 
+crate::async_tests!(2; two_instances_run_one_recovery_once);
+
 const ENDPOINTS: &str = "/api/v1/integrations/webhook-endpoints";
 const DELIVERIES: &str = "/api/v1/integrations/webhook-deliveries";
 const WAIT: Duration = Duration::from_secs(60);
@@ -24,11 +26,9 @@ both_backends!(
     bulk_retry_redelivers_what_was_not_delivered,
 );
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_run_one_recovery_once() {
     if crate::support::postgres_url().is_none() {
-        eprintln!("SWITCHBOARD_TEST_POSTGRES_URL is not set; skipping");
-        return;
+        crate::support::skip("SWITCHBOARD_TEST_POSTGRES_URL is not set");
     }
     let env = TestEnv::new(Backend::Postgres).await;
     let seed = env.seed().await;

@@ -21,6 +21,9 @@ use crate::receivers::Receiver;
 use crate::support::{Backend, Server, TestEnv, skip};
 use crate::webhooks::{Api, fast, signed_by};
 
+crate::async_tests!(2; a_frozen_redis_delays_nothing_and_limits_still_apply);
+crate::sync_tests!(the_failure_modes_table_names_existing_tests);
+
 both_backends!(
     stalled_and_truncated_answers_are_not_deliveries,
     a_rotation_without_grace_is_a_cut_over,
@@ -655,10 +658,9 @@ async fn kill_9_mid_batch_loses_and_doubles_nothing(backend: Backend) {
 /// Redis accepts connections and never answers (a frozen server, not a dead one): requests are
 /// still served promptly (Redis' calls time out after a second and the instance limits on its
 /// own meanwhile), limits still apply, and a warning says why.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_redis_delays_nothing_and_limits_still_apply() {
     let Some(redis) = crate::support::redis_url() else {
-        return skip("SWITCHBOARD_TEST_REDIS_URL is not set");
+        skip("SWITCHBOARD_TEST_REDIS_URL is not set");
     };
     let env = TestEnv::new(Backend::Sqlite).await;
     let seed = env.seed().await;
@@ -702,7 +704,6 @@ async fn a_frozen_redis_delays_nothing_and_limits_still_apply() {
 
 /// Every test docs/operations.md's "Failure modes" table names exists: `module::test` in
 /// `tests/blackbox/module.rs`, `health::tests::name` in the store.
-#[test]
 fn the_failure_modes_table_names_existing_tests() {
     let root = env!("CARGO_MANIFEST_DIR");
     let doc = std::fs::read_to_string(format!("{root}/docs/operations.md")).unwrap();

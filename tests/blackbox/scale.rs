@@ -12,6 +12,8 @@ use crate::fake_providers::{self, Behaviour as ProviderBehaviour, Fake};
 use crate::receivers::{Behaviour, Receiver};
 use crate::support::{Backend, Resp, Server, TestEnv};
 
+crate::async_tests!(4; three_instances_on_one_postgres_and_redis_behave_as_one, kill_9_with_sends_and_deliveries_in_flight_loses_nothing);
+
 const SEND: &str = "/api/v1/integrations/messages";
 const PHONE: &str = "+4915123456789";
 
@@ -70,23 +72,16 @@ where
     false
 }
 
-fn needs_postgres_and_redis() -> Option<String> {
+fn needs_postgres_and_redis() -> String {
     if crate::support::postgres_url().is_none() {
-        eprintln!("SWITCHBOARD_TEST_POSTGRES_URL is not set; skipping");
-        return None;
+        crate::support::skip("SWITCHBOARD_TEST_POSTGRES_URL is not set");
     }
-    let redis = crate::support::redis_url();
-    if redis.is_none() {
-        eprintln!("SWITCHBOARD_TEST_REDIS_URL is not set; skipping");
-    }
-    redis
+    crate::support::redis_url()
+        .unwrap_or_else(|| crate::support::skip("SWITCHBOARD_TEST_REDIS_URL is not set"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_instances_on_one_postgres_and_redis_behave_as_one() {
-    let Some(redis) = needs_postgres_and_redis() else {
-        return;
-    };
+    let redis = needs_postgres_and_redis();
     let env = TestEnv::new(Backend::Postgres).await;
     let seed = env.seed().await;
     let limited_key = env.key(seed.org_id, "*").await;
@@ -212,11 +207,9 @@ async fn three_instances_on_one_postgres_and_redis_behave_as_one() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_with_sends_and_deliveries_in_flight_loses_nothing() {
     if crate::support::postgres_url().is_none() {
-        eprintln!("SWITCHBOARD_TEST_POSTGRES_URL is not set; skipping");
-        return;
+        crate::support::skip("SWITCHBOARD_TEST_POSTGRES_URL is not set");
     }
     let env = TestEnv::new(Backend::Postgres).await;
     let seed = env.seed().await;

@@ -22,6 +22,8 @@ use crate::fake_providers::{self, Fake};
 use crate::receivers::{Behaviour, Receiver};
 use crate::support::{Backend, TestEnv};
 
+crate::async_tests!(4; soak_mixed_traffic_stays_healthy);
+
 fn rss_mb(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb: f64 = status
@@ -34,7 +36,6 @@ fn rss_mb(pid: u32) -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn soak_mixed_traffic_stays_healthy() {
     let seconds: u64 = std::env::var("SWITCHBOARD_SOAK_SECONDS")
         .ok()

@@ -23,25 +23,57 @@ pub enum Backend {
 }
 
 /// Declares a test `name(Backend)` once per backend: `name::sqlite` and `name::postgres`.
-/// The PostgreSQL variant passes without running when `SWITCHBOARD_TEST_POSTGRES_URL` is unset.
+/// The PostgreSQL variant is skipped (reported as ignored, never as passed) when
+/// `SWITCHBOARD_TEST_POSTGRES_URL` is unset.
 #[macro_export]
 macro_rules! both_backends {
     ($($name:ident),* $(,)?) => { $(
         mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name($crate::support::Backend::Sqlite).await
+            fn sqlite() {
+                $crate::support::run_async(2, super::$name($crate::support::Backend::Sqlite))
             }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
+            fn postgres() {
                 if $crate::support::postgres_url().is_none() {
-                    eprintln!("SWITCHBOARD_TEST_POSTGRES_URL is not set; skipping the PostgreSQL run");
-                    return;
+                    $crate::support::skip("SWITCHBOARD_TEST_POSTGRES_URL is not set");
                 }
-                super::$name($crate::support::Backend::Postgres).await
+                $crate::support::run_async(2, super::$name($crate::support::Backend::Postgres))
             }
+            switchboard_testkit::register!("sqlite", sqlite);
+            switchboard_testkit::register!("postgres", postgres);
         }
     )* };
+}
+
+/// Declares tests that are `async fn name()` (they choose their backends themselves), run on
+/// a runtime of `threads` workers.
+#[macro_export]
+macro_rules! async_tests {
+    ($threads:literal; $($name:ident),* $(,)?) => { $(
+        const _: () = {
+            fn run() {
+                $crate::support::run_async($threads, $name())
+            }
+            switchboard_testkit::register!(stringify!($name), run);
+        };
+    )* };
+}
+
+/// Declares tests that are plain `fn name()`.
+#[macro_export]
+macro_rules! sync_tests {
+    ($($name:ident),* $(,)?) => { $(
+        switchboard_testkit::register!(stringify!($name), $name);
+    )* };
+}
+
+/// Runs one test's future on a multi-threaded runtime of its own (as `#[tokio::test]` does).
+pub fn run_async(threads: usize, test: impl Future<Output = ()>) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(test)
 }
 
 pub fn postgres_url() -> Option<String> {
@@ -526,8 +558,24 @@ pub fn header_map(resp: &Resp) -> HashMap<String, String> {
         .collect()
 }
 
-/// Skips the rest of a test that the machine cannot run, with a visible notice: `return
-/// skip("why")`. Every skip goes through here (so that a harness can count them as ignored).
-pub fn skip(reason: &str) {
-    eprintln!("SKIPPED: {reason}");
+/// Ends a test that this machine cannot run (`reason`: what is missing); the harness reports
+/// it as ignored with the reason, never as passed, and `.ci/run` fails on any skip.
+pub fn skip(reason: &str) -> ! {
+    switchboard_testkit::skip(reason)
+}
+
+/// Skips the test unless `program` is on the `PATH`.
+pub fn need_program(program: &str, install: &str) {
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|dir| dir.join(program).is_file()));
+    if !on_path {
+        skip(&format!("`{program}` is not installed ({install})"));
+    }
+}
+
+/// Skips the test unless `path` exists (a tool or library the test drives).
+pub fn need_path(path: &std::path::Path, install: &str) {
+    if !path.exists() {
+        skip(&format!("{} is missing ({install})", path.display()));
+    }
 }

@@ -206,6 +206,7 @@ pub(crate) fn signed_by(secret: &str, r: &ReceivedRequest) -> bool {
 }
 /// The same check by another implementation: Python's `hmac` module.
 fn python_signature(secret: &str, timestamp: &str, body: &[u8]) -> String {
+    crate::support::need_program("python3", "Python 3; .ci/run's machine has it");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("body");
     std::fs::write(&path, body).unwrap();

@@ -36,6 +36,8 @@ const shot = (page, name) => page.screenshot({ path: path.join(out, name + ".png
     return { first_paint_ms: paint ? paint.startTime : null, transfer_bytes: bytes, body_bytes: body };
   });
   await shot(page, "1-sign-in");
+  // Signed out, only the sign-in form shows: no navigation.
+  const navSignedOut = await page.isVisible("nav");
 
   // Sign in with the keyboard.
   await page.focus("#key");
@@ -77,10 +79,39 @@ const shot = (page, name) => page.screenshot({ path: path.join(out, name + ".png
     }
   }
   if (!delivered) throw new Error("the delivery never showed as delivered");
+  // The endpoint's health at a glance: its success rate over the last hour.
+  await page.click('nav a[data-view="endpoints"]');
+  await page.waitForSelector(".endpoint .health");
+  const health = await page.textContent(".endpoint .health");
+  await shot(page, "5b-endpoint-health");
+  await page.click('nav a[data-view="deliveries"]');
+  await page.waitForSelector("tr.clickable");
+  // The ledger names the endpoint; its filters narrow it by event, endpoint and time.
+  const ledgerEndpoint = await page.locator("tr.clickable", { hasText: "message.sent" }).first().textContent();
+  await page.fill("#delivery-event", "contact.*");
+  await page.press("#delivery-event", "Enter");
+  await page.waitForSelector("#view .empty");
+  const rowsOtherEvent = await page.locator("tr.clickable").count();
+  await page.fill("#delivery-event", "message.sent");
+  await page.press("#delivery-event", "Enter");
+  await page.waitForSelector("tr.clickable");
+  await page.selectOption("#delivery-endpoint", { label: "Browser test" });
+  await page.waitForSelector("tr.clickable");
+  const rowsOfEndpoint = await page.locator("tr.clickable").count();
+  await page.fill("#delivery-since", "2999-01-01T00:00");
+  await page.dispatchEvent("#delivery-since", "change");
+  await page.waitForSelector("#view .empty");
+  const rowsInFuture = await page.locator("tr.clickable").count();
+  await page.fill("#delivery-since", "");
+  await page.dispatchEvent("#delivery-since", "change");
+  await page.waitForSelector("tr.clickable");
+  await shot(page, "5a-ledger-filtered");
   await page.locator("tr.clickable", { hasText: "message.sent" }).filter({ hasText: "delivered" }).first().click();
   await page.waitForSelector("#delivery-detail");
-  const attempts = await page.locator("#delivery-detail tbody tr").count();
-  const firstAttempt = await page.textContent("#delivery-detail tbody tr");
+  const attempts = await page.locator("#delivery-detail > .table-wrap tbody tr").count();
+  const firstAttempt = await page.textContent("#delivery-detail > .table-wrap tbody tr");
+  const payload = JSON.parse(await page.textContent("#delivery-payload"));
+  const headers = await page.textContent("#delivery-headers");
   await shot(page, "5-delivery");
   await page.click("#retry");
   await page.waitForSelector("#toast:not([hidden])");
@@ -107,6 +138,8 @@ const shot = (page, name) => page.screenshot({ path: path.join(out, name + ".png
   console.log(JSON.stringify({
     ...timing, attempts, first_attempt: firstAttempt, journey, key_in_url: keyInUrl,
     other_origins: elsewhere, console_errors: consoleErrors, requests: requested.length,
+    nav_visible_signed_out: navSignedOut, ledger_row: ledgerEndpoint, rows_other_event: rowsOtherEvent,
+    rows_of_endpoint: rowsOfEndpoint, rows_in_future: rowsInFuture, payload, headers, health,
   }));
   await browser.close();
 })().catch((e) => { console.error(e && e.stack || String(e)); process.exit(1); });

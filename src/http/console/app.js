@@ -95,19 +95,23 @@ function table(columns, rows, onClick) {
 function pagedList(view, path, columns, onClick, filters) {
   const holder = h("div", {});
   const more = h("button", { class: "ghost", type: "button", hidden: true }, "Load more");
-  let cursor = null, rows = [], query = "";
+  let cursor = null, rows = [], query = "", generation = 0;
   async function load(reset) {
     if (reset) { cursor = null; rows = []; }
+    // Only the answer to the latest request is shown: a slower answer to an earlier filter
+    // must not replace it.
+    const mine = ++generation;
     const q = new URLSearchParams(query);
     q.set("limit", "25");
     if (cursor) q.set("cursor", cursor);
     try {
       const page = await api("GET", path + "?" + q.toString());
+      if (mine !== generation) return;
       rows = rows.concat(page.data);
       cursor = page.next_cursor;
       holder.replaceChildren(table(columns, rows, onClick));
       more.hidden = !page.has_more;
-    } catch (e) { holder.replaceChildren(errorBox(e)); more.hidden = true; }
+    } catch (e) { if (mine === generation) { holder.replaceChildren(errorBox(e)); more.hidden = true; } }
   }
   more.addEventListener("click", () => load(false));
   const bar = filters ? filters((q) => { query = q; load(true); }) : null;
@@ -122,7 +126,7 @@ const views = {
     const holder = h("div", {});
     view.append(holder);
     try {
-      const page = await api("GET", "/channels?limit=200");
+      const page = await api("GET", "/channels");
       holder.append(table([
         ["Slug", (c) => h("code", {}, c.slug)], ["Name", (c) => c.name], ["Type", (c) => c.type],
         ["Status", (c) => badge(c.status)], ["Sends", (c) => (c.can_send_messages ? "yes" : "no")],
@@ -134,7 +138,7 @@ const views = {
   async send(view) {
     view.append(h("h1", {}, "Send a message"));
     let channels = [];
-    try { channels = (await api("GET", "/channels?limit=200")).data; } catch (e) { view.append(errorBox(e)); }
+    try { channels = (await api("GET", "/channels")).data; } catch (e) { view.append(errorBox(e)); }
     const out = h("div", {});
     const ikey = () => (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()));
     const form = h("form", { class: "card", id: "send-form" },
@@ -314,12 +318,40 @@ const views = {
             act("Recovery started", () => api("POST", `/webhook-endpoints/${ep.uuid}/recover`, { since: new Date(since.value).toISOString() }));
           } }, "Recover since")));
     }
+    // The share of the last hour's settled deliveries that were delivered (pending and
+    // retrying ones are counted apart), read from the ledger: at most 1 000 deliveries.
+    async function health(ep) {
+      const since = new Date(Date.now() - 3600 * 1000).toISOString();
+      const counts = { delivered: 0, failed: 0, open: 0 };
+      let cursor = null;
+      for (let i = 0; i < 5; i++) {
+        const q = new URLSearchParams({ endpoint_uuid: ep.uuid, since, limit: "200" });
+        if (cursor) q.set("cursor", cursor);
+        const page = await api("GET", "/webhook-deliveries?" + q.toString());
+        for (const d of page.data) {
+          if (d.status === "delivered") counts.delivered++;
+          else if (d.status === "failed" || d.status === "retries_exhausted") counts.failed++;
+          else counts.open++;
+        }
+        if (!page.has_more) break;
+        cursor = page.next_cursor;
+      }
+      const settled = counts.delivered + counts.failed;
+      const rate = settled ? Math.round((100 * counts.delivered) / settled) : null;
+      return h("span", { class: "health " + (rate === null ? "" : rate >= 99 ? "ok" : rate >= 90 ? "warn" : "bad"),
+        "data-rate": rate === null ? "" : String(rate) },
+        rate === null ? "no deliveries settled in the last hour"
+          : `${rate}% delivered in the last hour (${counts.delivered} of ${settled})`,
+        counts.open ? `, ${counts.open} pending or retrying` : "");
+    }
     async function refresh() {
       try {
         const page = await api("GET", "/webhook-endpoints?limit=200");
-        list.replaceChildren(page.data.length ? h("div", {}, page.data.map((ep) => h("div", { class: "card endpoint" },
+        const rates = await Promise.all(page.data.map((ep) => health(ep).catch(() => "")));
+        list.replaceChildren(page.data.length ? h("div", {}, page.data.map((ep, i) => h("div", { class: "card endpoint" },
           h("div", { class: "toolbar" },
-            h("div", {}, h("strong", {}, ep.name), " ", badge(ep.status), " ", h("span", { class: "muted" }, `ordering: ${ep.ordering}`)),
+            h("div", {}, h("strong", {}, ep.name), " ", badge(ep.status), " ", h("span", { class: "muted" }, `ordering: ${ep.ordering}`),
+              " · ", rates[i]),
             h("code", {}, ep.url)),
           h("p", { class: "muted" }, "Events: ", ep.events.join(", "), ep.disabled_reason ? ` — ${ep.disabled_reason}` : ""),
           (ep.warnings || []).map((w) => h("p", { class: "error" }, w.message || w.code || String(w))),
@@ -330,16 +362,39 @@ const views = {
     refresh();
   },
 
-  deliveries(view) {
+  async deliveries(view) {
     view.append(h("h1", {}, "Delivery ledger"));
     const detail = h("div", {});
+    // Endpoints by uuid: the ledger names them, the filter offers them.
+    let endpoints = [];
+    try { endpoints = (await api("GET", "/webhook-endpoints?limit=200")).data; } catch (_) { /* uuids then */ }
+    const byUuid = new Map(endpoints.map((ep) => [ep.uuid, ep]));
+    const endpointName = (uuid) => (byUuid.has(uuid) ? byUuid.get(uuid).name : uuid || "");
     let listing;
+    // The request of the last attempt as the receiver got it: the body is the stored envelope
+    // (byte for byte); signatures and the endpoint's own header values are masked.
+    function requestHeaders(full) {
+      const last = (full.attempt_log || [])[full.attempt_log.length - 1];
+      const rows = [["Content-Type", "application/json"], ["X-Switchboard-Event", full.event],
+        ["X-Switchboard-Delivery", full.delivery_id], ["X-Switchboard-Attempt", String(last ? last.number : 1)]];
+      if (full.sequence) rows.push(["X-Switchboard-Sequence", String(full.sequence)]);
+      const ep = byUuid.get(full.endpoint_uuid);
+      for (const name of Object.keys((ep && ep.headers) || {})) rows.push([name, "•••• (set on the endpoint)"]);
+      if (!last || last.signed_with) {
+        const ids = last && last.signed_with ? ` (signed with ${last.signed_with.join(", ")})` : "";
+        rows.push(["webhook-id", full.delivery_id], ["webhook-timestamp", "the attempt's time, in seconds"],
+          ["webhook-signature", "v1,••••" + ids], ["X-Switchboard-Signature", "v1=••••" + ids]);
+      }
+      rows.push(["traceparent", "the message's trace"]);
+      return rows;
+    }
     async function open(d) {
       try {
         const full = await api("GET", `/webhook-deliveries/${d.delivery_id}`);
         detail.replaceChildren(h("div", { class: "card", id: "delivery-detail" },
           h("h2", {}, `${full.event} `, badge(full.status)),
           h("p", { class: "muted" }, "Delivery ", h("code", {}, full.delivery_id), " · event ", h("code", {}, full.event_id),
+            " · endpoint ", h("strong", {}, endpointName(full.endpoint_uuid)),
             ` · trigger ${full.trigger}`, full.sequence ? ` · sequence ${full.sequence}` : ""),
           h("h2", {}, "Attempts"),
           table([
@@ -348,6 +403,10 @@ const views = {
             ["Duration", (a) => (a.duration_ms !== null ? `${a.duration_ms} ms` : "—")],
             ["Response", (a) => h("code", {}, a.response_body_excerpt || a.error_message || "")],
           ], full.attempt_log || []),
+          h("h2", {}, "Request headers"),
+          h("div", { id: "delivery-headers" }, table([["Header", (r) => h("code", {}, r[0])], ["Value", (r) => r[1]]], requestHeaders(full))),
+          h("h2", {}, "Payload"),
+          h("pre", { id: "delivery-payload" }, JSON.stringify(full.payload, null, 2)),
           h("button", { type: "button", id: "retry", disabled: full.status === "pending", onclick: async () => {
             try { await api("POST", `/webhook-deliveries/${full.delivery_id}/retry`, {}); toast("Redelivery queued"); listing.reload(); open(full); }
             catch (e) { detail.append(errorBox(e)); }
@@ -358,12 +417,25 @@ const views = {
     listing = pagedList(view, "/webhook-deliveries", [
       ["Created", (d) => when(d.created_at)], ["Event", (d) => d.event], ["Status", (d) => badge(d.status)],
       ["Attempts", (d) => d.attempts], ["Answer", (d) => d.response_status || d.error_code || "—"],
-      ["Trigger", (d) => d.trigger], ["Endpoint", (d) => h("code", {}, d.endpoint_uuid || "")],
+      ["Trigger", (d) => d.trigger], ["Endpoint", (d) => endpointName(d.endpoint_uuid)],
     ], open, (apply) => {
       const status = h("select", { id: "delivery-status", "aria-label": "Status" },
         ["", "pending", "retrying", "delivered", "failed", "retries_exhausted"].map((s) => h("option", { value: s }, s || "any status")));
-      status.addEventListener("change", () => apply(status.value ? "status=" + status.value : ""));
-      return h("div", { class: "toolbar" }, status,
+      const event = h("input", { id: "delivery-event", "aria-label": "Event", placeholder: "event or namespace.*" });
+      const endpoint = h("select", { id: "delivery-endpoint", "aria-label": "Endpoint" },
+        [h("option", { value: "" }, "any endpoint")].concat(endpoints.map((ep) => h("option", { value: ep.uuid }, ep.name))));
+      const since = h("input", { id: "delivery-since", type: "datetime-local", "aria-label": "Since" });
+      const go = () => {
+        const q = new URLSearchParams();
+        if (status.value) q.set("status", status.value);
+        if (event.value.trim()) q.set("event", event.value.trim());
+        if (endpoint.value) q.set("endpoint_uuid", endpoint.value);
+        if (since.value) q.set("since", new Date(since.value).toISOString());
+        apply(q.toString());
+      };
+      for (const el of [status, endpoint, since]) el.addEventListener("change", go);
+      event.addEventListener("change", go);
+      return h("div", { class: "toolbar" }, status, event, endpoint, since,
         h("button", { class: "ghost", type: "button", onclick: () => listing.reload() }, "Refresh"));
     });
     view.append(detail);

@@ -348,7 +348,17 @@ async fn migrations_are_idempotent(s: SharedStore) {
     s.migrate().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+fn sqlite_writers_in_two_processes() {
+    crate::run_async(
+        4,
+        sqlite_writers_in_two_processes_never_see_database_is_locked(),
+    )
+}
+switchboard_testkit::register!(
+    "sqlite_writers_in_two_processes_never_see_database_is_locked",
+    sqlite_writers_in_two_processes
+);
+
 async fn sqlite_writers_in_two_processes_never_see_database_is_locked() {
     // Two stores on one file behave like the server and the admin tools in two processes.
     let dir = tempfile::tempdir().unwrap();
@@ -382,7 +392,10 @@ async fn sqlite_writers_in_two_processes_never_see_database_is_locked() {
     assert_eq!(a.list_channels(org.id).await.unwrap().len(), 100);
 }
 
-#[test]
+switchboard_testkit::register!(
+    "both_backends_have_the_same_migrations",
+    both_backends_have_the_same_migrations
+);
 fn both_backends_have_the_same_migrations() {
     let names = |dir: &str| {
         let mut v: Vec<String> =

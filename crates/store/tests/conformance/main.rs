@@ -24,23 +24,45 @@ impl<'a> TestArg<'a> for &'a TestStore {
     }
 }
 
-/// Declares `name::sqlite` and `name::postgres` for each test function `name`.
+/// Declares `name::sqlite` and `name::postgres` for each test function `name`; the PostgreSQL
+/// run is skipped (reported as ignored, never as passed) when `SWITCHBOARD_TEST_POSTGRES_URL`
+/// is unset.
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => { $(
         mod $name {
             use $crate::TestArg;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let s = switchboard_store::testing::sqlite().await;
-                super::$name(TestArg::from_test_store(&s)).await;
+            fn sqlite() {
+                $crate::run_async(2, async {
+                    let s = switchboard_store::testing::sqlite().await;
+                    super::$name(TestArg::from_test_store(&s)).await;
+                })
             }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                let Some(s) = switchboard_store::testing::postgres().await else { return };
-                super::$name(TestArg::from_test_store(&s)).await;
+            fn postgres() {
+                $crate::run_async(2, async {
+                    let Some(s) = switchboard_store::testing::postgres().await else {
+                        switchboard_testkit::skip("SWITCHBOARD_TEST_POSTGRES_URL is not set")
+                    };
+                    super::$name(TestArg::from_test_store(&s)).await;
+                })
             }
+            switchboard_testkit::register!("sqlite", sqlite);
+            switchboard_testkit::register!("postgres", postgres);
         }
     )* };
+}
+
+/// Runs one test's future on a multi-threaded runtime of its own (as `#[tokio::test]` does).
+fn run_async(threads: usize, test: impl Future<Output = ()>) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(test)
+}
+
+fn main() {
+    switchboard_testkit::main()
 }
 
 mod support;
