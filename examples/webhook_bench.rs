@@ -169,9 +169,10 @@ async fn main() -> anyhow::Result<()> {
     let port = receiver(arrivals.clone()).await;
 
     // An organization, a key and the endpoints, through the same operations as the API.
-    let org = switchboard::ops::orgs::create_org(rt.store.as_ref(), rt.clock.as_ref(), "Bench")
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let org =
+        switchboard::ops::orgs::create_org(rt.store.as_ref(), rt.clock.as_ref(), "Bench", true)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     let key = switchboard::ops::keys::create_key(
         rt.store.as_ref(),
         rt.clock.as_ref(),

@@ -169,6 +169,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
     };
     let config_cache = Arc::new(crate::cache::ConfigCache::default());
     let recovery_wake = Arc::new(tokio::sync::Notify::new());
+    let shutdown = CancellationToken::new();
     let state = AppState::new(AppInner {
         config: rt.config.clone(),
         store: rt.store.clone(),
@@ -191,6 +192,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         metrics: crate::telemetry::metrics_handle(),
         webhook_lookup: crate::webhooks::url_safety::system_lookup(),
         recovery_wake: recovery_wake.clone(),
+        shutdown: shutdown.clone(),
     });
 
     if demo {
@@ -199,7 +201,6 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
     // Phone-number metadata loads lazily and slowly: load it now, off the request path.
     tokio::task::spawn_blocking(switchboard_domain::phone::Phone::warm_up);
 
-    let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
     spawn_background(&rt, &limiter, &tasks, &shutdown);
     // The campaign worker of the legacy `/api/campaigns` route (leased recipient claims).
@@ -489,7 +490,7 @@ async fn seed_demo(rt: &Runtime, addr: std::net::SocketAddr) -> anyhow::Result<(
         demo_banner();
         return Ok(());
     }
-    let org = ops::orgs::create_org(rt.store.as_ref(), rt.clock.as_ref(), "Demo").await?;
+    let org = ops::orgs::create_org(rt.store.as_ref(), rt.clock.as_ref(), "Demo", false).await?;
     let channel = ops::channels::create_channel(
         rt.store.as_ref(),
         &rt.secrets,

@@ -65,6 +65,9 @@ pub enum OrgCommand {
         /// Display name.
         #[arg(long)]
         name: String,
+        /// Create it even when an organization of the same name exists.
+        #[arg(long)]
+        force: bool,
     },
     /// List organizations.
     List,
@@ -237,8 +240,9 @@ async fn execute(rt: &Runtime, command: AdminCommand) -> Result<Output, OpError>
 
 async fn org(rt: &Runtime, command: OrgCommand) -> Result<Output, OpError> {
     match command {
-        OrgCommand::Create { name } => {
-            let org = ops::orgs::create_org(rt.store.as_ref(), rt.clock.as_ref(), &name).await?;
+        OrgCommand::Create { name, force } => {
+            let org =
+                ops::orgs::create_org(rt.store.as_ref(), rt.clock.as_ref(), &name, force).await?;
             Ok(Output {
                 json: json!({ "id": org.id, "uuid": org.uuid, "name": org.name }),
                 text: format!("created organization {} ({})", org.id, org.name),

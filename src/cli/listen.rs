@@ -27,6 +27,126 @@ pub struct ListenArgs {
     /// An API key with webhooks:read (or set SWITCHBOARD_API_KEY).
     #[arg(long, env = "SWITCHBOARD_API_KEY", hide_env_values = true)]
     pub api_key: String,
+    /// Once the stream is open, ask the server to emit a typed sample of this event (as
+    /// `switchboard trigger EVENT` does; the key then also needs webhooks:write).
+    #[arg(long, value_name = "EVENT")]
+    pub trigger: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct TriggerArgs {
+    /// The event to emit a typed sample of (`metadata.test: true`), such as message.received.
+    pub event: String,
+    /// The Switchboard server.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    /// An API key with webhooks:write (or set SWITCHBOARD_API_KEY).
+    #[arg(long, env = "SWITCHBOARD_API_KEY", hide_env_values = true)]
+    pub api_key: String,
+}
+
+/// `switchboard trigger EVENT`: the server records a typed sample of EVENT, which goes to the
+/// event stream (and `listen`) and to every endpoint subscribed to it. Exit 0 once recorded.
+pub async fn trigger(args: TriggerArgs) -> ExitCode {
+    let server = match url::Url::parse(&args.server) {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("error: --server: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match emit(&client(), &server, &args.api_key, &args.event).await {
+        Ok(id) => {
+            println!("{} recorded (event {id})", args.event);
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("an HTTP client")
+}
+
+/// Asks `server` to emit a sample of `event`; the event's id, or why not.
+async fn emit(
+    client: &reqwest::Client,
+    server: &url::Url,
+    key: &str,
+    event: &str,
+) -> Result<String, String> {
+    let mut url = server.clone();
+    url.set_query(None);
+    url.path_segments_mut()
+        .map_err(|()| "--server cannot be a base URL".to_owned())?
+        .clear()
+        .extend([
+            "api",
+            "v1",
+            "integrations",
+            "webhook-events",
+            event,
+            "trigger",
+        ]);
+    let resp = client
+        .post(url)
+        .bearer_auth(key)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot reach {}: {e}",
+                server.origin().ascii_serialization()
+            )
+        })?;
+    let status = resp.status();
+    let body: serde_json::Value = resp.json().await.unwrap_or_default();
+    if status.is_success() {
+        Ok(body["event_id"].as_str().unwrap_or_default().to_owned())
+    } else {
+        Err(format!(
+            "the server refused ({status}): {}",
+            body["error"]["message"]
+                .as_str()
+                .unwrap_or("no reason given")
+        ))
+    }
+}
+
+/// Checks that `key` may read the stream before anything is printed: a missing scope or a bad
+/// key is said at once, not after the banner.
+async fn check_access(
+    client: &reqwest::Client,
+    server: &url::Url,
+    key: &str,
+) -> Result<(), String> {
+    let mut url = server.clone();
+    url.set_path("/api/v1/integrations/webhook-events");
+    url.set_query(Some("limit=1"));
+    let resp = client.get(url).bearer_auth(key).send().await.map_err(|e| {
+        format!(
+            "cannot reach {}: {e} (is `switchboard serve` running?)",
+            server.origin().ascii_serialization()
+        )
+    })?;
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(());
+    }
+    let body: serde_json::Value = resp.json().await.unwrap_or_default();
+    Err(format!(
+        "the server refused the key ({status}): {}",
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or("no reason given")
+    ))
 }
 
 /// One Server-Sent Event of the stream.
@@ -55,15 +175,20 @@ pub async fn run(args: ListenArgs) -> ExitCode {
     if let Some(events) = &args.events {
         stream_url.query_pairs_mut().append_pair("events", events);
     }
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .expect("an HTTP client");
+    if let Err(message) = check_access(&client, &stream_url, &args.api_key).await {
+        eprintln!("error: {message}");
+        return ExitCode::FAILURE;
+    }
     let secret = signing::generate_secret();
     println!("Forwarding events to {forward}");
     println!("Session signing secret (verify with it as with an endpoint's): {secret}");
     println!("Ctrl-C stops.");
 
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .build()
-        .expect("an HTTP client");
+    let mut trigger = args.trigger.clone();
     let mut last_id: Option<String> = None;
     let mut backoff = Duration::from_millis(500);
     let work = async {
@@ -76,6 +201,7 @@ pub async fn run(args: ListenArgs) -> ExitCode {
                 &mut last_id,
                 &forward,
                 &secret,
+                &mut trigger,
             )
             .await
             {
@@ -111,6 +237,7 @@ async fn follow(
     last_id: &mut Option<String>,
     forward: &url::Url,
     secret: &str,
+    trigger: &mut Option<String>,
 ) -> Result<(), Stop> {
     let mut req = client.get(stream_url.clone()).bearer_auth(key);
     if let Some(id) = last_id.as_deref() {
@@ -136,6 +263,13 @@ async fn follow(
     if !status.is_success() {
         eprintln!("the server answered {status}");
         return Ok(());
+    }
+    // The stream is open: the sample asked for with --trigger is emitted now, and arrives on it.
+    if let Some(event) = trigger.take() {
+        match emit(client, stream_url, key, &event).await {
+            Ok(id) => println!("triggered {event} (event {id})"),
+            Err(message) => eprintln!("--trigger {event}: {message}"),
+        }
     }
     let mut resp = resp;
     let mut buf = String::new();

@@ -54,6 +54,9 @@ pub enum Command {
     /// Forward the events of a running server to a local URL, signed with a session secret
     /// (the local webhook loop; needs a key with webhooks:read).
     Listen(listen::ListenArgs),
+    /// Ask a running server to emit a typed sample of an event (`metadata.test: true`) to the
+    /// event stream and to every endpoint subscribed to it (needs webhooks:write).
+    Trigger(listen::TriggerArgs),
     /// Print every setting: its variable, its effective value (secrets hidden) and where the
     /// value comes from (env, file or default); then the defaults with their meanings.
     Config,
@@ -80,19 +83,9 @@ pub fn main() -> ExitCode {
     };
     let command = match cli.command {
         Command::Config => return print_config(cli.config.as_deref()),
-        Command::Listen(args) => {
-            // A client of a server: no database, no settings.
-            return match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt.block_on(listen::run(args)),
-                Err(e) => {
-                    eprintln!("error: cannot start the async runtime: {e}");
-                    ExitCode::FAILURE
-                }
-            };
-        }
+        // Clients of a server: no database, no settings.
+        Command::Listen(args) => return client_command(listen::run(args)),
+        Command::Trigger(args) => return client_command(listen::trigger(args)),
         other => other,
     };
     let config = match Config::load(cli.config.as_deref()) {
@@ -115,6 +108,20 @@ pub fn main() -> ExitCode {
     runtime.block_on(run(command, config))
 }
 
+/// Runs a command that only talks to a server over HTTP.
+fn client_command(work: impl Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(work),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 async fn run(command: Command, config: Config) -> ExitCode {
     match command {
         Command::Serve { demo } => {
@@ -127,7 +134,7 @@ async fn run(command: Command, config: Config) -> ExitCode {
                 println!("migrations applied ({})", rt.store.backend());
             }))
         }
-        Command::Config | Command::Listen(_) => {
+        Command::Config | Command::Listen(_) | Command::Trigger(_) => {
             unreachable!("handled before the configuration is loaded")
         }
         Command::Admin(args) => {

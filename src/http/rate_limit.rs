@@ -54,7 +54,11 @@ impl LimitClass {
             ) {
                 return LimitClass::Sends;
             }
-            if route == "/api/v1/integrations/webhook-endpoints/{uuid}/test" {
+            if matches!(
+                route,
+                "/api/v1/integrations/webhook-endpoints/{uuid}/test"
+                    | "/api/v1/integrations/webhook-events/{name}/trigger"
+            ) {
                 return LimitClass::Tests;
             }
         }

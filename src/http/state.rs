@@ -32,6 +32,9 @@ pub struct AppInner {
     pub webhook_lookup: crate::webhooks::url_safety::Lookup,
     /// Wakes this process's recovery worker when a recovery is started.
     pub recovery_wake: Arc<tokio::sync::Notify>,
+    /// Cancelled on SIGTERM / Ctrl-C: open event streams end at once (their clients reconnect
+    /// to another instance) instead of holding the shutdown grace.
+    pub shutdown: tokio_util::sync::CancellationToken,
     /// Renders `/metrics`.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }

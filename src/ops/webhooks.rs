@@ -475,25 +475,9 @@ pub async fn send_test(
     event: Option<&str>,
 ) -> WebhookResult<(Uuid, Uuid)> {
     let name = event.unwrap_or(catalogue::INTEGRATION_TEST);
-    if !catalogue::is_emitted(name) {
-        let issue = if catalogue::is_event(name) {
-            "this deployment never emits this event (GET /webhook-events says which it emits)"
-                .to_owned()
-        } else {
-            "is not an event of the catalogue (GET /webhook-events)".to_owned()
-        };
-        let mut errors = ValidationErrors::new();
-        errors.add("event", issue);
-        return Err(WebhookError::Validation(errors));
-    }
+    emitted(name)?;
     let endpoint = get_endpoint(deps, org_id, uuid, Kind::Endpoint).await?;
-    let channel = deps
-        .store
-        .list_channels(org_id)
-        .await?
-        .into_iter()
-        .find(|c| c.is_default)
-        .map(|c| c.identity());
+    let channel = default_channel(deps, org_id).await?;
     let cx = super::samples::SampleContext {
         org_id,
         endpoint_uuid: endpoint.uuid,
@@ -511,6 +495,69 @@ pub async fn send_test(
         .create_test_delivery(org_id, uuid, event, Uuid::now_v7())
         .await?;
     Ok((delivery_id, event_id))
+}
+
+/// A 422 on `event` unless this deployment emits `name`.
+fn emitted(name: &str) -> WebhookResult<()> {
+    if catalogue::is_emitted(name) {
+        return Ok(());
+    }
+    let issue = if catalogue::is_event(name) {
+        "this deployment never emits this event (GET /webhook-events says which it emits)"
+    } else {
+        "is not an event of the catalogue (GET /webhook-events)"
+    };
+    let mut errors = ValidationErrors::new();
+    errors.add("event", issue.to_owned());
+    Err(WebhookError::Validation(errors))
+}
+
+/// The organization's default channel, named in the samples of channel events.
+async fn default_channel(
+    deps: &Deps<'_>,
+    org_id: i64,
+) -> WebhookResult<Option<switchboard_domain::channel::ChannelIdentity>> {
+    Ok(deps
+        .store
+        .list_channels(org_id)
+        .await?
+        .into_iter()
+        .find(|c| c.is_default)
+        .map(|c| c.identity()))
+}
+
+/// `switchboard trigger EVENT`: records a typed sample of `name` (`metadata.test: true`) as the
+/// real event would be, in the same transaction as its deliveries: it is in the event feed and
+/// stream and goes to every endpoint of the organization subscribed to it. Returns its id.
+/// `integration.test` goes to one endpoint only (`POST .../webhook-endpoints/{uuid}/test`).
+pub async fn trigger_sample(deps: &Deps<'_>, org_id: i64, name: &str) -> WebhookResult<Uuid> {
+    emitted(name)?;
+    if name == catalogue::INTEGRATION_TEST {
+        let mut errors = ValidationErrors::new();
+        errors.add(
+            "event",
+            "integration.test is sent to one endpoint: POST /webhook-endpoints/{uuid}/test"
+                .to_owned(),
+        );
+        return Err(WebhookError::Validation(errors));
+    }
+    let cx = super::samples::SampleContext {
+        org_id,
+        endpoint_uuid: Uuid::nil(),
+        endpoint_name: "",
+        endpoint_url: "",
+        channel: default_channel(deps, org_id).await?,
+        now: deps.clock.now(),
+    };
+    let Some(event) = super::samples::sample_event(name, &cx) else {
+        return Err(WebhookError::NotFound("The event's sample"));
+    };
+    let event = event.as_triggered_sample();
+    let event_id = event.uuid;
+    deps.store
+        .write_effects(Effects::none().event(event))
+        .await?;
+    Ok(event_id)
 }
 
 /// Redelivers a delivery now (see `WebhookStore::retry_delivery`).

@@ -18,6 +18,7 @@ both_backends!(
     the_demo_accepts_local_webhook_targets,
     unsafe_urls_say_how_to_allow_local_targets,
     listen_forwards_signed_events_and_resumes,
+    trigger_emits_typed_samples_to_listen_and_subscribed_endpoints,
     v1_bodies_refuse_unknown_fields_and_name_every_problem,
 );
 
@@ -331,6 +332,170 @@ async fn listen_forwards_signed_events_and_resumes(backend: Backend) {
         .unwrap();
     assert!(status.success(), "{status:?}");
     drop(server);
+}
+
+/// Runs `switchboard ARGS` with `SWITCHBOARD_API_KEY=key`: (exit code, stdout, stderr).
+async fn cli(key: &str, args: &[&str]) -> (i32, String, String) {
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        tokio::process::Command::new(crate::support::BIN)
+            .args(args)
+            .env("SWITCHBOARD_API_KEY", key)
+            .output(),
+    )
+    .await
+    .expect("the command finishes")
+    .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `switchboard trigger EVENT` and `listen --trigger EVENT`: a typed sample (`metadata.test:
+/// true`) reaches the stream (and so `listen`) and every subscribed endpoint, no other; a key
+/// that cannot read the stream is refused before listen prints anything; SIGTERM ends the
+/// open stream at once instead of holding the shutdown grace.
+async fn trigger_emits_typed_samples_to_listen_and_subscribed_endpoints(backend: Backend) {
+    use tokio::io::AsyncBufReadExt;
+
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let mut config = fast();
+    config.push(("SWITCHBOARD_SHUTDOWN_GRACE", "30s"));
+    let mut server = env.start(&config).await;
+    let rx = Receiver::start().await;
+    for (path, events) in [
+        ("/messages", json!(["message.*"])),
+        ("/contacts", json!(["contact.*"])),
+    ] {
+        server
+            .post(
+                ENDPOINTS,
+                &seed.key,
+                &json!({"url": rx.url(path), "events": events}),
+            )
+            .await
+            .expect(201);
+    }
+    let wait = std::time::Duration::from_secs(30);
+
+    // listen --trigger: the sample is asked for once the stream is open, and comes back on it.
+    let mut child = tokio::process::Command::new(crate::support::BIN)
+        .args([
+            "listen",
+            "--forward-to",
+            &rx.url("/local"),
+            "--server",
+            &server.base,
+            "--trigger",
+            "message.received",
+        ])
+        .env("SWITCHBOARD_API_KEY", &seed.key)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let secret = loop {
+        let line = tokio::time::timeout(wait, lines.next_line())
+            .await
+            .expect("listen prints its secret")
+            .unwrap()
+            .expect("a line");
+        if let Some(at) = line.find("whsec_") {
+            break line[at..].trim().to_owned();
+        }
+    };
+    let local = rx.wait_for("/local", 1, wait).await;
+    let sample = local[0].json();
+    assert_eq!(sample["event"], "message.received");
+    assert_eq!(sample["metadata"]["test"], true);
+    assert_eq!(sample["data"]["direction"], "inbound", "{sample}");
+    assert!(crate::webhooks::signed_by(&secret, &local[0]));
+    let delivered = rx.wait_for("/messages", 1, wait).await;
+    assert_eq!(
+        delivered[0].json()["metadata"]["event_id"],
+        sample["metadata"]["event_id"]
+    );
+
+    // switchboard trigger: recorded (exit 0), delivered to the subscribed endpoint and listen.
+    let (code, stdout, stderr) = cli(
+        &seed.key,
+        &["trigger", "message.status.update", "--server", &server.base],
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("message.status.update recorded"),
+        "{stdout}"
+    );
+    let delivered = rx.wait_for("/messages", 2, wait).await;
+    assert_eq!(delivered[1].event(), "message.status.update");
+    assert_eq!(delivered[1].json()["metadata"]["test"], true);
+    rx.wait_for("/local", 2, wait).await;
+    // It is in the feed like any event.
+    let feed = server
+        .get(
+            "/api/v1/integrations/event-feed?events=message.status.update",
+            &seed.key,
+        )
+        .await
+        .expect(200);
+    assert_eq!(
+        feed.body["data"].as_array().unwrap().len(),
+        1,
+        "{}",
+        feed.text
+    );
+
+    // Refusals, with a reason and a non-zero exit.
+    for (event, says) in [
+        ("integration.test", "one endpoint"),
+        ("no.such_event", "catalogue"),
+    ] {
+        let (code, _, stderr) = cli(&seed.key, &["trigger", event, "--server", &server.base]).await;
+        assert_eq!(code, 1, "{event}: {stderr}");
+        assert!(stderr.contains(says), "{event}: {stderr}");
+    }
+    let reader = env.key(seed.org_id, "messages:read").await;
+    let (code, _, stderr) = cli(
+        &reader,
+        &["trigger", "contact.created", "--server", &server.base],
+    )
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    // listen with a key that cannot read the stream: refused before any banner.
+    let (code, stdout, stderr) = cli(
+        &reader,
+        &[
+            "listen",
+            "--forward-to",
+            &rx.url("/never"),
+            "--server",
+            &server.base,
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(!stdout.contains("whsec_"), "{stdout}");
+    assert!(stderr.contains("refused the key"), "{stderr}");
+    // The contacts endpoint got nothing: no contact event was triggered.
+    assert!(rx.requests("/contacts").is_empty());
+
+    // SIGTERM with listen's stream open: the server ends the stream and exits at once, far
+    // inside its 30 s grace.
+    let started = std::time::Instant::now();
+    let code = server.terminate().await;
+    assert_eq!(code, Some(0));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "an open event stream held the shutdown for {:?}",
+        started.elapsed()
+    );
+    let _ = child.start_kill();
 }
 
 /// The fields of a `validation_failed`, sorted: `(field, issue)`.

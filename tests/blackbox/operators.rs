@@ -16,7 +16,75 @@ both_backends!(
     exhausted_deliveries_and_automatic_disabling_are_logged,
     settings_are_listed_and_typos_are_warned_about,
     transport_errors_have_the_json_error_body,
+    migrate_logs_one_line_per_migration,
+    organization_names_are_not_repeated_by_accident,
 );
+
+/// `switchboard migrate` on an empty database: one log line per migration (its version, name
+/// and duration), no statement text; a second run applies nothing and says so.
+async fn migrate_logs_one_line_per_migration(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let dir = match backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    };
+    let migrations = std::fs::read_dir(format!(
+        "{}/crates/store/migrations/{dir}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+    .count();
+    let out = env.run(&["migrate"], &[]).await;
+    assert!(out.success, "{}", out.stderr);
+    let applied: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("migration applied"))
+        .collect();
+    assert_eq!(applied.len(), migrations, "{}", out.stderr);
+    assert!(applied[0].contains("foundation"), "{}", applied[0]);
+    for line in out.stderr.lines() {
+        assert!(
+            line.len() < 400 && !line.contains("CREATE TABLE"),
+            "no statement text in the log: {line}"
+        );
+    }
+    let again = env.run(&["migrate"], &[]).await;
+    assert!(again.success, "{}", again.stderr);
+    assert!(
+        !again.stderr.contains("migration applied"),
+        "{}",
+        again.stderr
+    );
+    assert!(again.stderr.contains("up to date"), "{}", again.stderr);
+}
+
+/// A second organization with the same name (any case) is refused unless `--force`.
+async fn organization_names_are_not_repeated_by_accident(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let first = env.admin(&["org", "create", "--name", "Northwind"]).await;
+    let again = env
+        .admin_raw(&["org", "create", "--name", " northwind "])
+        .await;
+    assert!(!again.success);
+    assert!(
+        again.stderr.contains("exists already")
+            && again.stderr.contains(&format!("id {}", first["id"])),
+        "{}",
+        again.stderr
+    );
+    let forced = env
+        .admin(&["org", "create", "--name", "Northwind", "--force"])
+        .await;
+    assert_ne!(forced["id"], first["id"]);
+    let list = env.admin_raw(&["org", "list"]).await;
+    assert_eq!(
+        list.stdout.matches("Northwind").count(),
+        2,
+        "{}",
+        list.stdout
+    );
+}
 
 async fn metrics(server: &Server) -> String {
     server

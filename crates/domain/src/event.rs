@@ -30,6 +30,10 @@ pub struct NewEvent {
     /// A sample sent by `POST .../test`: delivered to one endpoint only, never in the event
     /// feed, and marked `metadata.test: true` in its envelope.
     pub test: bool,
+    /// A typed sample emitted on request (`switchboard trigger EVENT`): delivered to every
+    /// subscribed endpoint and in the event feed like any event, its envelope marked
+    /// `metadata.test: true`.
+    pub sample: bool,
     /// The W3C `traceparent` of the work that caused the event (the API request, the provider
     /// callback): kept with the event, so that its deliveries join that trace. `None` on a new
     /// event: the store fills it from the current trace when it writes the event.
@@ -52,6 +56,7 @@ impl NewEvent {
             channel,
             occurred_at: now,
             test: false,
+            sample: false,
             trace: None,
         }
     }
@@ -71,6 +76,14 @@ impl NewEvent {
         self
     }
 
+    /// This event as a triggered sample (see [`NewEvent::sample`]): it goes where the real
+    /// event goes.
+    pub fn as_triggered_sample(mut self) -> Self {
+        self.test = false;
+        self.sample = true;
+        self
+    }
+
     /// The envelope of specification 2.11 for this event.
     pub fn envelope(&self) -> Value {
         let mut v = envelope(
@@ -81,7 +94,7 @@ impl NewEvent {
             self.channel.as_ref(),
             self.occurred_at,
         );
-        if self.test {
+        if self.test || self.sample {
             v["metadata"]["test"] = Value::Bool(true);
         }
         v
@@ -259,6 +272,7 @@ impl OrgEvent {
             channel: None,
             occurred_at: self.created_at,
             test: false,
+            sample: false,
             trace: None,
         }
     }

@@ -59,11 +59,25 @@ impl PgStore {
         Ok(self.pool.begin().await?)
     }
 
+    /// Applies the migrations on a connection of their own that does not log slow statements:
+    /// a migration is one long statement by nature, and sqlx's warning would repeat its whole
+    /// text. Each applied migration is logged on one line instead (`SystemStore::migrate`).
     pub(super) async fn run_migrations(&self) -> StoreResult<()> {
-        sqlx::migrate!("migrations/postgres")
-            .run(&self.pool)
+        use sqlx::ConnectOptions;
+        let options = (*self.pool.connect_options())
+            .clone()
+            .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(3600));
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await?;
+        let result = sqlx::migrate!("migrations/postgres")
+            .run(&pool)
             .await
-            .map_err(|e| StoreError::Other(format!("migration failed: {e}")))
+            .map_err(|e| StoreError::Other(format!("migration failed: {e}")));
+        pool.close().await;
+        result
     }
 
     pub(super) const BACKEND: &'static str = "postgres";

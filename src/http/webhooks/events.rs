@@ -83,3 +83,48 @@ pub async fn list_events(
     });
     Ok(Json(page.map(|(_, e)| e)))
 }
+
+/// The answer of the trigger operation.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TriggerOut {
+    /// The event recorded (`metadata.event_id` of its envelope).
+    pub event_id: uuid::Uuid,
+    /// Its name.
+    pub event: String,
+}
+
+/// Emit a typed sample of an event (`switchboard trigger EVENT`, `listen --trigger EVENT`):
+/// the sample (`metadata.test: true`, realistic `data`) is recorded as the real event would
+/// be: it is in the event feed and stream and goes to every endpoint of the organization
+/// subscribed to it. 202 once recorded. Any event this deployment emits except
+/// `integration.test` (which goes to one endpoint: `POST .../webhook-endpoints/{uuid}/test`).
+/// Limited like the test operation (10 per minute per key by default).
+#[utoipa::path(
+    post,
+    path = "/api/v1/integrations/webhook-events/{name}/trigger",
+    operation_id = "trigger_webhook_event",
+    tag = "webhooks",
+    security(("bearer" = ["webhooks:write"])),
+    params(("name" = String, Path, description = "The event, such as `message.received`.")),
+    responses(
+        (status = 202, description = "Recorded: in the feed, delivered to subscribed endpoints.", body = TriggerOut),
+        (status = 422, description = "Not an event this deployment emits, or `integration.test`.", body = ErrorBody),
+        (status = 429, description = "Rate limited.", body = ErrorBody),
+    )
+)]
+pub async fn trigger_event(
+    axum::extract::State(state): axum::extract::State<crate::http::state::AppState>,
+    principal: Principal,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> ApiResult<(axum::http::StatusCode, Json<TriggerOut>)> {
+    principal.require(Scope::WebhooksWrite)?;
+    let event_id =
+        crate::ops::webhooks::trigger_sample(&super::deps(&state), principal.org_id, &name).await?;
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        Json(TriggerOut {
+            event_id,
+            event: name,
+        }),
+    ))
+}

@@ -253,6 +253,9 @@ fn feed_stream(
             let filters = filters.clone();
             async move {
                 loop {
+                    if state.shutdown.is_cancelled() {
+                        return None;
+                    }
                     if let Some(e) = queue.pop_front() {
                         return Some((Ok(e), (state, signal, at, queue)));
                     }
@@ -285,6 +288,9 @@ fn feed_stream(
                             }
                         }
                         _ = tokio::time::sleep(STREAM_POLL) => {}
+                        // Shutting down: end the stream now, the client resumes elsewhere
+                        // from its last id.
+                        _ = state.shutdown.cancelled() => return None,
                     }
                 }
             }

@@ -133,6 +133,10 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route(&format!("{BASE}/webhook-events"), get(list_events))
         .route(
+            &format!("{BASE}/webhook-events/{{name}}/trigger"),
+            post(events::trigger_event),
+        )
+        .route(
             &format!("{BASE}/webhook-endpoints"),
             get(list_endpoints).post(create_endpoint),
         )
@@ -180,6 +184,7 @@ pub fn router() -> Router<AppState> {
 #[openapi(
     paths(
         events::list_events,
+        events::trigger_event,
         endpoints::list_endpoints,
         endpoints::create_endpoint,
         endpoints::get_endpoint,
@@ -198,6 +203,7 @@ pub fn router() -> Router<AppState> {
     ),
     components(schemas(
         events::EventTypeOut,
+        events::TriggerOut,
         EndpointOut,
         EndpointStatus,
         switchboard_domain::webhooks::endpoint::EndpointOrdering,

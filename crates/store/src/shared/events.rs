@@ -191,6 +191,7 @@ impl EventStore for Backend {
                 channel: r.channel.map(|c| c.0),
                 occurred_at: r.occurred_at,
                 test: r.test,
+                sample: false,
                 trace: r.trace,
             })
             .collect())

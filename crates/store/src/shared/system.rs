@@ -40,10 +40,41 @@ pub(crate) async fn bump_config_generation(
     Ok(())
 }
 
+impl Backend {
+    /// The migrations applied so far (version, description, execution time in nanoseconds);
+    /// none before the first.
+    async fn applied_migrations(&self) -> Vec<(i64, String, i64)> {
+        sqlx::query_as(
+            "SELECT version, description, execution_time FROM _sqlx_migrations ORDER BY version",
+        )
+        .fetch_all(self.reader())
+        .await
+        .unwrap_or_default()
+    }
+}
+
 #[async_trait]
 impl SystemStore for Backend {
     async fn migrate(&self) -> StoreResult<()> {
-        self.run_migrations().await
+        let before = self.applied_migrations().await;
+        self.run_migrations().await?;
+        let known: std::collections::HashSet<i64> = before.iter().map(|m| m.0).collect();
+        let after = self.applied_migrations().await;
+        for (version, description, nanos) in after.iter().filter(|m| !known.contains(&m.0)) {
+            tracing::info!(
+                version,
+                description = description.as_str(),
+                duration_ms = nanos / 1_000_000,
+                "migration applied"
+            );
+        }
+        if after.len() == before.len() {
+            tracing::info!(
+                migrations = after.len(),
+                "database schema up to date; no migration to apply"
+            );
+        }
+        Ok(())
     }
 
     async fn ping(&self) -> StoreResult<()> {

@@ -508,6 +508,7 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
                 channel: r.event_channel.map(|c| c.0),
                 occurred_at: r.occurred_at,
                 test: false,
+                sample: false,
                 trace: r.event_trace,
             };
             // Events written before envelopes were kept have their envelope built now.

@@ -162,14 +162,15 @@ impl LedgerStore for Backend {
         .bind(d.id)
         .fetch_all(&mut *conn)
         .await?;
-        let (name, data, channel, occurred_at, test): (
+        let (name, data, channel, occurred_at, test, envelope): (
             String,
             Json<Value>,
             Option<Json<ChannelIdentity>>,
             Timestamp,
             bool,
+            String,
         ) = sqlx::query_as(
-            "SELECT ev.name, ev.data, ev.channel, ev.occurred_at, ev.test FROM events ev
+            "SELECT ev.name, ev.data, ev.channel, ev.occurred_at, ev.test, ev.envelope FROM events ev
                  JOIN webhook_deliveries d ON d.event_id = ev.id WHERE d.id = $1",
         )
         .bind(d.id)
@@ -183,6 +184,10 @@ impl LedgerStore for Backend {
             channel: channel.map(|c| c.0),
             occurred_at,
             test,
+            // A triggered sample is marked in the envelope it was written with.
+            sample: !test
+                && serde_json::from_str::<Value>(&envelope)
+                    .is_ok_and(|v| v["metadata"]["test"] == Value::Bool(true)),
             trace: None,
         };
         let attempts = attempts

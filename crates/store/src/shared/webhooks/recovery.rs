@@ -437,6 +437,7 @@ impl RecoveryStore for Backend {
                         channel: r.channel.map(|c| c.0),
                         occurred_at: r.occurred_at,
                         test: false,
+                        sample: false,
                         trace: None,
                     }
                     .envelope_text(),
