@@ -13,6 +13,7 @@ use crate::crypto::{MasterKey, SecretBox};
 use crate::http::rate_limit::RateLimiter;
 use crate::http::{AppInner, AppState};
 use crate::ops;
+use crate::workers;
 use switchboard_domain::clock::{SharedClock, SystemClock};
 use switchboard_domain::event::Actor;
 use switchboard_domain::scope::ScopeSet;
@@ -201,53 +202,94 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
     // Phone-number metadata loads lazily and slowly: load it now, off the request path.
     tokio::task::spawn_blocking(switchboard_domain::phone::Phone::warm_up);
 
+    // What runs beside the API, until `shutdown`.
     let tasks = TaskTracker::new();
-    spawn_background(&rt, &limiter, &tasks, &shutdown);
-    // The campaign worker of the legacy `/api/campaigns` route (leased recipient claims).
-    let campaigns = ops::campaigns::CampaignWorker {
-        store: rt.store.clone(),
-        secrets: rt.secrets.clone(),
-        clock: rt.clock.clone(),
-        providers: state.providers.clone(),
-        config: rt.config.clone(),
-        cache: config_cache.clone(),
-    };
-    tasks.spawn(campaigns.run(shutdown.clone()));
+    let stop = || shutdown.clone();
+    let config = &rt.config;
+    tasks.spawn(
+        crate::webhooks::dispatcher::Dispatcher::new(
+            config,
+            rt.store.clone(),
+            rt.secrets.clone(),
+            rt.clock.clone(),
+        )
+        .run(stop()),
+    );
+    tasks.spawn(
+        crate::webhooks::recovery::RecoveryWorker {
+            store: rt.store.clone(),
+            clock: rt.clock.clone(),
+            page_size: i64::from(config.recovery_page_size),
+            page_interval: config.recovery_page_interval,
+            poll_interval: config.webhook_poll_interval,
+            wake: recovery_wake,
+        }
+        .run(stop()),
+    );
     // The send worker: queued messages (batch items, paced and throttled sends).
-    let sender = ops::sending::queued::SendWorker {
-        store: rt.store.clone(),
-        secrets: rt.secrets.clone(),
-        clock: rt.clock.clone(),
-        providers: state.providers.clone(),
-        cache: config_cache.clone(),
-        concurrency: 16,
-        provider_timeout: rt.config.provider_timeout + 2 * rt.config.media_timeout,
-        outcome_wait: rt.config.send_outcome_wait,
-    };
-    tasks.spawn(sender.run(shutdown.clone()));
-    let recoveries = crate::webhooks::recovery::RecoveryWorker {
-        store: rt.store.clone(),
-        clock: rt.clock.clone(),
-        page_size: i64::from(rt.config.recovery_page_size),
-        page_interval: rt.config.recovery_page_interval,
-        poll_interval: rt.config.webhook_poll_interval,
-        wake: recovery_wake,
-    };
-    tasks.spawn(recoveries.run(shutdown.clone()));
-    if !rt.config.template_sync_interval.is_zero() {
-        tasks.spawn(run_template_sync(
+    tasks.spawn(
+        ops::sending::queued::SendWorker {
+            store: rt.store.clone(),
+            secrets: rt.secrets.clone(),
+            clock: rt.clock.clone(),
+            providers: state.providers.clone(),
+            cache: config_cache.clone(),
+            concurrency: 16,
+            provider_timeout: config.provider_timeout + 2 * config.media_timeout,
+            outcome_wait: config.send_outcome_wait,
+        }
+        .run(stop()),
+    );
+    // The campaign worker of the legacy `/api/campaigns` route (leased recipient claims).
+    tasks.spawn(
+        ops::campaigns::CampaignWorker {
+            store: rt.store.clone(),
+            secrets: rt.secrets.clone(),
+            clock: rt.clock.clone(),
+            providers: state.providers.clone(),
+            config: config.clone(),
+            cache: config_cache.clone(),
+        }
+        .run(stop()),
+    );
+    tasks.spawn(
+        workers::retention::Purge::new(
+            rt.store.clone(),
+            rt.clock.clone(),
+            config.delivery_retention,
+        )
+        .run(config.purge_interval, stop()),
+    );
+    tasks.spawn(workers::idempotency::run(
+        rt.store.clone(),
+        rt.clock.clone(),
+        config.purge_interval,
+        stop(),
+    ));
+    let idle_limits = limiter.clone();
+    tasks.spawn(workers::every(config.purge_interval, stop(), move || {
+        idle_limits.prune();
+        std::future::ready(())
+    }));
+    tasks.spawn(workers::gauges::run(
+        rt.store.clone(),
+        rt.clock.clone(),
+        stop(),
+    ));
+    if !config.template_sync_interval.is_zero() {
+        tasks.spawn(workers::template_sync::run(
             rt.store.clone(),
             rt.secrets.clone(),
             state.providers.clone(),
             rt.clock.clone(),
-            rt.config.template_sync_interval,
-            shutdown.clone(),
+            config.template_sync_interval,
+            stop(),
         ));
     }
     tasks.spawn(crate::cache::run_poller(
         config_cache,
         rt.store.clone(),
-        shutdown.clone(),
+        stop(),
     ));
 
     let signal = shutdown.clone();
@@ -283,165 +325,6 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
     let _ = tokio::task::spawn_blocking(crate::trace::export::flush).await;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Every `interval` (the first run at start-up): each whatsapp_cloud channel's template
-/// catalogue is synced from its WhatsApp Business Account. Instances may each run it: a sync
-/// only brings the catalogue in line, so running it twice changes nothing more.
-async fn run_template_sync(
-    store: SharedStore,
-    secrets: SecretBox,
-    providers: crate::providers::ProviderHub,
-    clock: SharedClock,
-    interval: std::time::Duration,
-    stop: CancellationToken,
-) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let run =
-            ops::template_sync::sync_all(store.as_ref(), &secrets, &providers, clock.as_ref());
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            done = run => match done {
-                Ok(outcomes) => {
-                    for o in outcomes.iter().filter(|o| o.created + o.updated + o.disabled > 0) {
-                        tracing::info!(
-                            channel_id = o.channel_id,
-                            created = o.created,
-                            updated = o.updated,
-                            disabled = o.disabled,
-                            skipped = o.skipped,
-                            "template catalogue synced"
-                        );
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "template sync failed; the next run tries again"),
-            }
-        }
-    }
-}
-
-/// Background work of `serve`: the periodic purge and the webhook dispatcher.
-fn spawn_background(
-    rt: &Runtime,
-    limiter: &Arc<RateLimiter>,
-    tasks: &TaskTracker,
-    shutdown: &CancellationToken,
-) {
-    let interval = rt.config.purge_interval;
-    let limiter = limiter.clone();
-    let stop = shutdown.clone();
-    let purge = crate::webhooks::purge::Purge::new(rt);
-    tasks.spawn(async move {
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tick.tick() => {
-                    limiter.prune();
-                    purge.run(&stop).await;
-                }
-            }
-        }
-    });
-    let dispatcher = crate::webhooks::dispatcher::Dispatcher::new(
-        &rt.config,
-        rt.store.clone(),
-        rt.secrets.clone(),
-        rt.clock.clone(),
-    );
-    tasks.spawn(dispatcher.run(shutdown.clone()));
-
-    spawn_idempotency_purge(rt, tasks, shutdown);
-    spawn_backlog_gauges(rt, tasks, shutdown);
-}
-
-/// Every few seconds: the webhook backlog as gauges, so that a growing queue can be alerted on
-/// (`switchboard_webhook_deliveries_due`, `switchboard_webhook_oldest_due_seconds`); and while
-/// writes fail (a full disk), a small write, so that `switchboard_storage_writable` comes back
-/// to 1 when space is freed even if nothing else writes.
-fn spawn_backlog_gauges(rt: &Runtime, tasks: &TaskTracker, shutdown: &CancellationToken) {
-    let store = rt.store.clone();
-    let clock = rt.clock.clone();
-    let stop = shutdown.clone();
-    tasks.spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            let now = clock.now();
-            if switchboard_store::health::write_fault().is_some()
-                && let Err(e) = store.probe_write(now).await
-            {
-                tracing::debug!(error = %e, "writes still fail");
-            }
-            match store.delivery_backlog(now).await {
-                Ok((due, oldest)) => {
-                    metrics::gauge!("switchboard_webhook_deliveries_due").set(due as f64);
-                    let age = oldest.map(|t| now.since(t).as_secs_f64()).unwrap_or(0.0);
-                    metrics::gauge!("switchboard_webhook_oldest_due_seconds").set(age);
-                }
-                Err(e) => tracing::debug!(error = %e, "could not read the webhook backlog"),
-            }
-            match store.queued_count().await {
-                Ok(n) => metrics::gauge!("switchboard_send_queue_messages").set(n as f64),
-                Err(e) => tracing::debug!(error = %e, "could not read the send queue"),
-            }
-        }
-    });
-}
-
-/// How many expired idempotency records one purge statement deletes.
-const IDEMPOTENCY_PURGE_BATCH: i64 = 1000;
-
-/// Deletes expired idempotency records every `SWITCHBOARD_PURGE_INTERVAL`, in batches, so that
-/// no statement holds the database for long.
-fn spawn_idempotency_purge(rt: &Runtime, tasks: &TaskTracker, shutdown: &CancellationToken) {
-    let interval = rt.config.purge_interval;
-    let store = rt.store.clone();
-    let clock = rt.clock.clone();
-    let stop = shutdown.clone();
-    tasks.spawn(async move {
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            let now = clock.now();
-            let mut purged = 0u64;
-            loop {
-                if stop.is_cancelled() {
-                    return;
-                }
-                match store.purge_idempotency(now, IDEMPOTENCY_PURGE_BATCH).await {
-                    Ok(n) => {
-                        purged += n;
-                        if n < IDEMPOTENCY_PURGE_BATCH as u64 {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not purge expired idempotency records");
-                        break;
-                    }
-                }
-            }
-            if purged > 0 {
-                tracing::info!(purged, "purged expired idempotency records");
-            }
-        }
-    });
 }
 
 async fn wait_for_signal() {

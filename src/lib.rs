@@ -34,3 +34,4 @@ pub mod telemetry;
 pub mod trace;
 pub mod views;
 pub mod webhooks;
+pub mod workers;

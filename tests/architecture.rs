@@ -14,9 +14,9 @@
 //! * `src/views` must not use `crate::http`, `crate::ops` or `crate::cli`;
 //! * `src/http` must not use `crate::cli`;
 //! * `src/trace` (trace context and span export) uses none of the layers that make spans;
-//! * no two sibling modules under `src/ops` or `src/http` use each other, directly or round a
-//!   longer circle (`ops::sending` and `ops::templates`, `http::messages::send` and
-//!   `http::messages::requests`, ...);
+//! * no two sibling modules use each other, directly or round a longer circle, anywhere in the
+//!   workspace (`ops::sending` and `ops::templates`, `app` and `webhooks`, the store's
+//!   `shared::*`, ...);
 //! * `src/http` builds no effects of a change (`Effects`, `NewEvent`): the use case in `ops`
 //!   that makes a change describes what it causes.
 //!
@@ -507,14 +507,93 @@ fn http_writes_no_events_of_its_own() {
     );
 }
 
+/// The top-level modules of a crate's `src` (files and folders; `lib.rs`/`main.rs` aside).
+fn top_level_modules(src: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(src)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", src.display()))
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.path().is_dir() {
+                Some(name)
+            } else {
+                name.strip_suffix(".rs")
+                    .filter(|n| !matches!(*n, "lib" | "main"))
+                    .map(str::to_owned)
+            }
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// No import circle between sibling modules in the service (`app` and `webhooks`,
+/// `cli::admin` and its `admin_*` modules, ...) and the domain. The store's `shared::*`
+/// modules still have four (group commit, idempotency, messages and queue; events, webhooks
+/// and write): see `the_stores_known_circles` below.
 #[test]
-fn no_import_cycles_between_sibling_modules_of_ops_and_http() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let found = cycles(&src, &["ops", "http"]);
+fn no_import_cycles_in_the_service_and_the_domain() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for src in [root.join("src"), root.join("crates/domain/src")] {
+        let modules = top_level_modules(&src);
+        let layers: Vec<&str> = modules.iter().map(String::as_str).collect();
+        found.extend(cycles(&src, &layers));
+    }
     assert!(
         found.is_empty(),
         "import cycles (see tests/architecture.rs):\n{}",
         found.join("\n")
+    );
+}
+
+/// The store's circles as they are, so that a new one (or a longer one) fails here until the
+/// known ones are untangled and this list shrinks.
+#[test]
+fn the_stores_known_circles() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/store/src");
+    let modules = top_level_modules(&src);
+    let layers: Vec<&str> = modules.iter().map(String::as_str).collect();
+    let mut found: Vec<String> = cycles(&src, &layers)
+        .into_iter()
+        .map(|c| c.split(" (").next().unwrap_or_default().to_owned())
+        .collect();
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            "crate::shared: events -> webhooks -> write -> events",
+            "crate::shared: group_commit -> idempotency -> group_commit",
+            "crate::shared: messages -> idempotency -> group_commit -> messages",
+            "crate::shared: queue -> idempotency -> group_commit -> messages -> queue",
+        ]
+    );
+}
+
+#[test]
+fn a_circle_is_found_wherever_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("store")).unwrap();
+    std::fs::write(src.join("app.rs"), "use crate::worker::Job;").unwrap();
+    std::fs::write(src.join("worker.rs"), "use crate::app::Runtime;").unwrap();
+    std::fs::write(src.join("store/a.rs"), "use super::b::x;").unwrap();
+    std::fs::write(src.join("store/b.rs"), "use super::c::y;").unwrap();
+    std::fs::write(src.join("store/c.rs"), "use super::a::z;").unwrap();
+    std::fs::write(src.join("store/mod.rs"), "pub mod a; pub mod b; pub mod c;").unwrap();
+    let modules = top_level_modules(&src);
+    let layers: Vec<&str> = modules.iter().map(String::as_str).collect();
+    let found = cycles(&src, &layers);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(
+        found.iter().any(|c| c.contains("app -> worker -> app")),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|c| c.contains("crate::store: a -> b -> c -> a")),
+        "{found:#?}"
     );
 }
 

@@ -2,6 +2,7 @@
 //! server. With `--json` each command prints exactly one JSON object on standard output;
 //! without it, a readable line. Errors go to standard error, one line, with a non-zero exit.
 
+use super::output::Output;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -177,12 +178,6 @@ pub enum KeyCommand {
         /// Key id.
         id: i64,
     },
-}
-
-/// What a command prints.
-pub struct Output {
-    pub json: Value,
-    pub text: String,
 }
 
 pub async fn run(args: AdminArgs, config: Config) -> ExitCode {

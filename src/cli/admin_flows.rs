@@ -3,7 +3,7 @@
 use clap::Subcommand;
 use serde_json::json;
 
-use super::admin::Output;
+use super::output::Output;
 use crate::app::Runtime;
 use crate::ops::OpError;
 use crate::ops::flows::{FlowAction, create_flow};

@@ -9,7 +9,7 @@ use crate::config::{MasterKeySource, env_name};
 use crate::crypto::{MasterKey, SecretBox};
 use crate::ops::OpError;
 
-use super::admin::Output;
+use super::output::Output;
 
 #[derive(Subcommand, Debug)]
 pub enum MasterKeyCommand {

@@ -3,7 +3,7 @@
 
 use clap::Subcommand;
 
-use super::admin::Output;
+use super::output::Output;
 use crate::app::Runtime;
 use crate::ops::{self, OpError};
 use crate::views::messages::{ContactOut, MessageOut};

@@ -5,7 +5,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::admin::Output;
+use super::output::Output;
 use crate::app::Runtime;
 use crate::ops::templates::{CreateTemplate, UpdateTemplate};
 use crate::ops::{self, OpError};

@@ -11,7 +11,7 @@ use switchboard_domain::event::Actor;
 use switchboard_domain::permission::{Permission, Role};
 use switchboard_store::{Member, MemberQuery};
 
-use super::admin::Output;
+use super::output::Output;
 
 #[derive(Subcommand, Debug)]
 pub enum UserCommand {

@@ -7,6 +7,7 @@ pub mod admin_messaging;
 pub mod admin_templates;
 pub mod admin_users;
 pub mod listen;
+pub mod output;
 pub mod wording;
 
 use std::path::PathBuf;

@@ -1,8 +1,7 @@
 //! Webhooks at run time: URL safety at connect time, the dispatcher that turns outbox
-//! events into signed deliveries, and the purge. The pure rules (catalogue, subscriptions,
+//! events into signed deliveries, and recoveries. (Retention is a worker: `crate::workers`.) The pure rules (catalogue, subscriptions,
 //! retry classes, signing) are in `switchboard_domain::webhooks`.
 
 pub mod dispatcher;
-pub mod purge;
 pub mod recovery;
 pub mod url_safety;

@@ -11,24 +11,7 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-/// Why writes fail.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StorageFault {
-    /// The storage is full (507 `storage_full`).
-    Full,
-    /// The storage failed to read or write (503 `service_unavailable`).
-    Io,
-}
-
-impl StorageFault {
-    /// `full` or `io` (the metric's label).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StorageFault::Full => "full",
-            StorageFault::Io => "io",
-        }
-    }
-}
+pub use crate::observe::StorageFault;
 
 /// What a database error code means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

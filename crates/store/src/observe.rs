@@ -29,7 +29,7 @@ pub trait StoreObserver: Send + Sync {
     fn group_committed(&self, _records: usize) {}
     /// A storage failure (a full disk, an I/O error): writes fail until one succeeds again
     /// (`first`: the first failure since writes last succeeded).
-    fn storage_failed(&self, _fault: crate::health::StorageFault, _error: &str, _first: bool) {}
+    fn storage_failed(&self, _fault: StorageFault, _error: &str, _first: bool) {}
     /// Writes succeed again after storage failures.
     fn storage_recovered(&self) {}
 }
@@ -76,7 +76,7 @@ pub(crate) fn transaction(started: SystemTime, committed: bool) {
     }
 }
 
-pub(crate) fn storage_failed(fault: crate::health::StorageFault, error: &str, first: bool) {
+pub(crate) fn storage_failed(fault: StorageFault, error: &str, first: bool) {
     if let Some(o) = OBSERVER.get() {
         o.storage_failed(fault, error, first);
     }
@@ -85,5 +85,24 @@ pub(crate) fn storage_failed(fault: crate::health::StorageFault, error: &str, fi
 pub(crate) fn storage_recovered() {
     if let Some(o) = OBSERVER.get() {
         o.storage_recovered();
+    }
+}
+
+/// Why writes fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StorageFault {
+    /// The storage is full (507 `storage_full`).
+    Full,
+    /// The storage failed to read or write (503 `service_unavailable`).
+    Io,
+}
+
+impl StorageFault {
+    /// `full` or `io` (the metric's label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StorageFault::Full => "full",
+            StorageFault::Io => "io",
+        }
     }
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::app::Runtime;
 use switchboard_domain::clock::SharedClock;
 use switchboard_store::SharedStore;
 
@@ -21,19 +20,24 @@ pub struct Purge {
 }
 
 impl Purge {
-    pub fn new(rt: &Runtime) -> Self {
+    pub fn new(store: SharedStore, clock: SharedClock, retention: Duration) -> Self {
         Purge {
-            store: rt.store.clone(),
-            clock: rt.clock.clone(),
-            retention: rt.config.delivery_retention,
+            store,
+            clock,
+            retention,
         }
     }
 
-    /// Purges everything older than the retention, batch by batch, until done or stopped.
-    pub async fn run(&self, stop: &CancellationToken) {
+    /// Purges every `interval` until `stop`.
+    pub async fn run(self, interval: Duration, stop: CancellationToken) {
+        super::every(interval, stop, || self.purge()).await
+    }
+
+    /// Purges everything older than the retention, batch by batch, until done.
+    pub async fn purge(&self) {
         let cutoff = self.clock.now().saturating_sub(self.retention);
         let (mut deliveries, mut events) = (0u64, 0u64);
-        while !stop.is_cancelled() {
+        loop {
             match self.store.purge_deliveries(cutoff, BATCH).await {
                 Ok((d, e)) => {
                     deliveries += d;
