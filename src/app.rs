@@ -95,22 +95,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
     if demo {
         config.webhook_allow_private_targets = true;
     }
-    let vars: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
-    for (var, closest) in crate::config::unknown_variables(vars.iter().map(String::as_str)) {
-        match closest {
-            Some(c) => tracing::warn!("{var} is not a setting and is ignored; did you mean {c}?"),
-            None => tracing::warn!(
-                "{var} is not a setting and is ignored (`switchboard config` lists the settings)"
-            ),
-        }
-    }
-    if config.webhook_allow_private_targets {
-        tracing::warn!(
-            "{} is on: webhook endpoints may target http://, any port, loopback and private addresses. \
-             Use this for development and tests only.",
-            env_name("webhook_allow_private_targets")
-        );
-    }
+    warn_about_the_settings(&config);
     crate::trace::install_store_observer();
     if let Some(base) = &config.otlp_endpoint {
         crate::trace::export::init(base, std::time::Duration::from_secs(10))
@@ -118,29 +103,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         tracing::info!(collector = %base, "exporting spans over OTLP/HTTP");
     }
     let rt = Runtime::open(config).await?;
-    if rt.config.idempotency_lease <= rt.config.provider_timeout {
-        tracing::warn!(
-            "{} ({:?}) is not longer than {} ({:?}): a send slower than the lease can be taken over by a retry with the same Idempotency-Key, and the provider then gets the message twice",
-            env_name("idempotency_lease"),
-            rt.config.idempotency_lease,
-            env_name("provider_timeout"),
-            rt.config.provider_timeout
-        );
-    }
-    // A WhatsApp media send fetches and uploads the file before the send itself.
-    let media_send = rt.config.provider_timeout + 2 * rt.config.media_timeout;
-    if rt.config.idempotency_lease <= media_send
-        && rt.config.idempotency_lease > rt.config.provider_timeout
-    {
-        tracing::warn!(
-            "{} ({:?}) is not longer than a WhatsApp media send may take ({} + 2 x {}: {:?}): a retry with the same Idempotency-Key can take a slow media send over, and the provider then gets the message twice",
-            env_name("idempotency_lease"),
-            rt.config.idempotency_lease,
-            env_name("provider_timeout"),
-            env_name("media_timeout"),
-            media_send
-        );
-    }
+    warn_about_the_idempotency_lease(&rt.config);
     let listener = TcpListener::bind(&rt.config.listen)
         .await
         .with_context(|| {
@@ -202,7 +165,60 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
     // Phone-number metadata loads lazily and slowly: load it now, off the request path.
     tokio::task::spawn_blocking(switchboard_domain::phone::Phone::warm_up);
 
-    // What runs beside the API, until `shutdown`.
+    let tasks = start_workers(
+        &rt,
+        &state,
+        &limiter,
+        config_cache.clone(),
+        recovery_wake,
+        &shutdown,
+    );
+
+    let signal = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down: no new connections; finishing requests in flight");
+        signal.cancel();
+    });
+
+    tracing::info!(addr = %addr, backend = rt.store.backend(), shared_rate_limits = limiter.is_shared(), "switchboard is listening");
+    println!("switchboard listening on http://{addr}");
+
+    let app = crate::http::router(state);
+    crate::http::server::serve(
+        listener,
+        app,
+        rt.config.http_header_timeout,
+        shutdown.clone(),
+        rt.config.shutdown_grace,
+    )
+    .await;
+    let grace = rt.config.shutdown_grace;
+    tasks.close();
+    // The webhook dispatcher waits `grace` for attempts in flight, then hands the rest back;
+    // give it time to record that.
+    let tasks_grace = grace + crate::webhooks::dispatcher::HANDBACK_TIME;
+    if tokio::time::timeout(tasks_grace, tasks.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("background tasks still running after {tasks_grace:?}; exiting");
+    }
+    let _ = tokio::task::spawn_blocking(crate::trace::export::flush).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// What runs beside the API, until `shutdown`: the webhook engines, the send and campaign
+/// workers, and the periodic jobs of `crate::workers`.
+fn start_workers(
+    rt: &Runtime,
+    state: &AppState,
+    limiter: &Arc<RateLimiter>,
+    config_cache: Arc<crate::cache::ConfigCache>,
+    recovery_wake: Arc<tokio::sync::Notify>,
+    shutdown: &CancellationToken,
+) -> TaskTracker {
     let tasks = TaskTracker::new();
     let stop = || shutdown.clone();
     let config = &rt.config;
@@ -291,40 +307,54 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         rt.store.clone(),
         stop(),
     ));
+    tasks
+}
 
-    let signal = shutdown.clone();
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("shutting down: no new connections; finishing requests in flight");
-        signal.cancel();
-    });
-
-    tracing::info!(addr = %addr, backend = rt.store.backend(), shared_rate_limits = limiter.is_shared(), "switchboard is listening");
-    println!("switchboard listening on http://{addr}");
-
-    let app = crate::http::router(state);
-    crate::http::server::serve(
-        listener,
-        app,
-        rt.config.http_header_timeout,
-        shutdown.clone(),
-        rt.config.shutdown_grace,
-    )
-    .await;
-    let grace = rt.config.shutdown_grace;
-    tasks.close();
-    // The webhook dispatcher waits `grace` for attempts in flight, then hands the rest back;
-    // give it time to record that.
-    let tasks_grace = grace + crate::webhooks::dispatcher::HANDBACK_TIME;
-    if tokio::time::timeout(tasks_grace, tasks.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("background tasks still running after {tasks_grace:?}; exiting");
+/// A lease shorter than a send can take lets a retry take a send in flight over: said at start-up.
+fn warn_about_the_idempotency_lease(config: &Config) {
+    if config.idempotency_lease <= config.provider_timeout {
+        tracing::warn!(
+            "{} ({:?}) is not longer than {} ({:?}): a send slower than the lease can be taken over by a retry with the same Idempotency-Key, and the provider then gets the message twice",
+            env_name("idempotency_lease"),
+            config.idempotency_lease,
+            env_name("provider_timeout"),
+            config.provider_timeout
+        );
     }
-    let _ = tokio::task::spawn_blocking(crate::trace::export::flush).await;
-    tracing::info!("stopped");
-    Ok(())
+    // A WhatsApp media send fetches and uploads the file before the send itself.
+    let media_send = config.provider_timeout + 2 * config.media_timeout;
+    if config.idempotency_lease <= media_send && config.idempotency_lease > config.provider_timeout
+    {
+        tracing::warn!(
+            "{} ({:?}) is not longer than a WhatsApp media send may take ({} + 2 x {}: {:?}): a retry with the same Idempotency-Key can take a slow media send over, and the provider then gets the message twice",
+            env_name("idempotency_lease"),
+            config.idempotency_lease,
+            env_name("provider_timeout"),
+            env_name("media_timeout"),
+            media_send
+        );
+    }
+}
+
+/// Environment variables that are no setting (a typo, most likely), and development-only
+/// settings that are on: said at start-up.
+fn warn_about_the_settings(config: &Config) {
+    let vars: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
+    for (var, closest) in crate::config::unknown_variables(vars.iter().map(String::as_str)) {
+        match closest {
+            Some(c) => tracing::warn!("{var} is not a setting and is ignored; did you mean {c}?"),
+            None => tracing::warn!(
+                "{var} is not a setting and is ignored (`switchboard config` lists the settings)"
+            ),
+        }
+    }
+    if config.webhook_allow_private_targets {
+        tracing::warn!(
+            "{} is on: webhook endpoints may target http://, any port, loopback and private addresses. \
+             Use this for development and tests only.",
+            env_name("webhook_allow_private_targets")
+        );
+    }
 }
 
 async fn wait_for_signal() {

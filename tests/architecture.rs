@@ -701,3 +701,175 @@ fn module_paths_follow_the_files() {
     );
     assert!(module_path(src, Path::new("/x/src/lib.rs")).is_empty());
 }
+
+/// The most lines a production file may have (before its `#[cfg(test)]` part).
+const MAX_FILE_LINES: usize = 650;
+/// The most lines a production function may have, signature to closing brace.
+const MAX_FN_LINES: usize = 120;
+
+/// Files and functions over the limits today, with their size now: none may grow, and a new
+/// one fails. Split them and remove them from here (issue 33).
+const OVERSIZED: &[(&str, usize)] = &[
+    ("src/bin/bench/scale.rs", 989),
+    ("crates/store/src/shared/messages.rs", 884),
+    ("src/providers/whatsapp_cloud.rs", 761),
+    ("crates/store/src/shared/webhooks/deliveries.rs", 729),
+    ("src/http/json.rs::read", 268),
+    ("src/http/legacy/campaigns.rs::create_campaign", 238),
+    ("src/ops/sending/queued.rs::process", 212),
+    ("src/ops/sending/catalog.rs::send_catalog", 211),
+    ("src/config/mod.rs::from_sources", 207),
+    (
+        "src/ops/sending/catalog_check.rs::validate_catalog_send",
+        200,
+    ),
+    (
+        "crates/store/src/shared/webhooks/deliveries.rs::claim_in",
+        199,
+    ),
+    (
+        "crates/store/src/shared/messages.rs::record_provider_batch",
+        165,
+    ),
+    (
+        "crates/store/src/shared/messages.rs::write_outbound_group",
+        164,
+    ),
+    (
+        "crates/domain/src/template/definition.rs::parse_definition",
+        163,
+    ),
+    ("src/bin/bench/media.rs::media", 158),
+    (
+        "crates/domain/src/template/parameters.rs::fit_parameters",
+        155,
+    ),
+    ("src/providers/whatsapp_cloud.rs::parse_callback", 153),
+    (
+        "crates/store/src/shared/webhooks/recovery.rs::recover_page",
+        153,
+    ),
+    ("crates/domain/src/template/consent.rs::parse_consent", 146),
+    ("src/webhooks/dispatcher/attempt.rs::attempt_traced", 138),
+    ("src/cli/admin_users.rs::run", 130),
+    (
+        "crates/store/src/shared/idempotency.rs::claim_idempotency",
+        127,
+    ),
+    ("src/bin/bench/main.rs::scenarios", 124),
+    (
+        "crates/store/src/shared/webhooks/endpoints.rs::update_endpoint",
+        124,
+    ),
+    ("src/bin/bench/scale.rs::print", 123),
+    ("src/http/idempotency.rs::run", 121),
+];
+
+/// (name, lines) of every production file and function of `source` over the limits; a file is
+/// `path`, a function `path::name`.
+fn oversized(path: &str, source: &str) -> Vec<(String, usize)> {
+    let toks = tokens(source);
+    let text = |i: usize| toks.get(i).map_or("", |t| t.text.as_str());
+    // Production code ends where its unit tests begin.
+    let end = (0..toks.len())
+        .find(|&i| {
+            [text(i), text(i + 1), text(i + 2), text(i + 3), text(i + 4)]
+                == ["#", "[", "cfg", "(", "test"]
+        })
+        .unwrap_or(toks.len());
+    let mut out = Vec::new();
+    let file_lines = if end < toks.len() {
+        toks[end].line - 1
+    } else {
+        source.lines().count()
+    };
+    if file_lines > MAX_FILE_LINES {
+        out.push((path.to_owned(), file_lines));
+    }
+    let mut i = 0;
+    while i < end {
+        let is_fn = text(i) == "fn" && text(i + 1).chars().all(|c| c.is_alphanumeric() || c == '_');
+        if !is_fn || text(i + 1).is_empty() {
+            i += 1;
+            continue;
+        }
+        let start = toks[i].line;
+        let name = text(i + 1).to_owned();
+        // The body: the first `{` before any `;` (a declaration without a body has none).
+        let mut j = i + 2;
+        while j < end && text(j) != "{" && text(j) != ";" {
+            j += 1;
+        }
+        if text(j) != "{" {
+            i = j;
+            continue;
+        }
+        let mut depth = 0;
+        while j < end {
+            match text(j) {
+                "{" => depth += 1,
+                "}" => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            j += 1;
+        }
+        let lines = toks.get(j).map_or(start, |t| t.line) - start + 1;
+        if lines > MAX_FN_LINES {
+            out.push((format!("{path}::{name}"), lines));
+        }
+        // Functions inside this one are measured on their own too.
+        i += 2;
+    }
+    out
+}
+
+#[test]
+fn no_production_file_or_function_is_too_large() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in [
+        "src",
+        "crates/domain/src",
+        "crates/store/src",
+        "crates/testkit/src",
+    ] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let mut found = Vec::new();
+    for file in files.iter().filter(|f| !f.ends_with("tests.rs")) {
+        let path = file.strip_prefix(root).unwrap().display().to_string();
+        let source = std::fs::read_to_string(file).unwrap();
+        for (name, lines) in oversized(&path, &source) {
+            match OVERSIZED.iter().find(|(n, _)| *n == name) {
+                Some((_, cap)) if lines <= *cap => {}
+                Some((_, cap)) => found.push(format!("{name}: {lines} lines, grew from {cap}")),
+                None => found.push(format!(
+                    "{name}: {lines} lines (files at most {MAX_FILE_LINES}, functions {MAX_FN_LINES})"
+                )),
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "too large (split it; see OVERSIZED in tests/architecture.rs):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn sizes_are_measured_from_the_signature_to_the_closing_brace() {
+    let long_body = "    x();\n".repeat(130);
+    let source = format!(
+        "fn short() {{\n    a();\n}}\n\ntrait T {{\n    fn declared(&self);\n}}\n\npub async fn long() {{\n{long_body}}}\n\n#[cfg(test)]\nmod tests {{\n    fn in_tests() {{\n{long_body}    }}\n}}\n"
+    );
+    assert_eq!(
+        oversized("x.rs", &source),
+        [("x.rs::long".to_owned(), 132)],
+        "only the production function over the limit"
+    );
+}
