@@ -111,6 +111,7 @@ pub fn endpoints(scope: Scope) -> &'static [EndpointRef] {
             v1!("DELETE", "/webhook-endpoints/{uuid}"),
             v1!("POST", "/webhook-endpoints/{uuid}/rotate-secret"),
             v1!("POST", "/webhook-endpoints/{uuid}/test"),
+            v1!("POST", "/webhook-events/{name}/trigger"),
             v1!("POST", "/webhook-deliveries/{delivery_id}/retry"),
             v1!("POST", "/webhook-endpoints/{uuid}/recover"),
             v1!("POST", "/webhook-deliveries/retry"),
