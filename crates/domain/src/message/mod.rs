@@ -13,11 +13,18 @@ use serde_json::{Map, Value, json};
 
 use super::ValidationErrors;
 
+mod kinds;
 mod media;
 mod template;
 mod text;
 pub mod timeline;
 
+pub use kinds::{
+    ContactsMember, InboundContext, LocationMember, MAX_SHARED_CONTACTS, MediaMember, MessageKind,
+    OrderItem, OrderMember, ProviderIssue, ReactionMember, Referral, ReplyTo, SystemMember,
+    TextMember, UnsupportedMember, inbound_interactive, reaction, shown, validate_contacts,
+    validate_location, validate_reaction_emoji,
+};
 pub use media::{
     MEDIA_UPLOAD_REUSE, MediaInput, MediaIssue, MediaLimit, SNIFF_BYTES, WHATSAPP_AUDIO_TYPES,
     check_media_url, check_whatsapp_media, sniff_mime, validate_media, whatsapp_media_limit,
@@ -98,6 +105,12 @@ string_enum!(
         Interactive => "interactive",
         Media => "media",
         Template => "template",
+        Reaction => "reaction",
+        Location => "location",
+        Contacts => "contacts",
+        Order => "order",
+        System => "system",
+        Unsupported => "unsupported",
     }
 );
 
@@ -251,6 +264,13 @@ impl Content {
                     .cloned()
                     .unwrap_or_default(),
             }),
+            // Kinds without an outbound [`Content`] form (see [`MessageKind`]).
+            MessageType::Reaction
+            | MessageType::Location
+            | MessageType::Contacts
+            | MessageType::Order
+            | MessageType::System
+            | MessageType::Unsupported => return None,
         })
     }
 
