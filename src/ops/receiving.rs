@@ -4,12 +4,12 @@
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::providers::ParsedCallback;
+use crate::providers::{ParsedCallback, ParsedInbound};
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{Channel, ChannelType};
 use switchboard_domain::clock::Clock;
 use switchboard_domain::contact::InboundSender;
-use switchboard_domain::message::{Direction, MAX_TEXT_CHARS, MessageStatus, MessageType};
+use switchboard_domain::message::{Direction, MAX_TEXT_CHARS, MessageKind, MessageStatus};
 use switchboard_domain::phone::Phone;
 use switchboard_store::{
     BatchOutcome, InboundOutcome, InboundSender as StoredSender, MessageRecord, MessageRef,
@@ -28,6 +28,8 @@ pub async fn ingest(
 ) -> OpResult<BatchOutcome> {
     let now = clock.now();
     report_queued_sends(store, channel, &parsed, now).await?;
+    let mut parsed = parsed;
+    resolve_references(store, channel.org_id, &mut parsed.messages).await?;
     let batch = ProviderBatch {
         org_id: channel.org_id,
         channel_id: channel.id,
@@ -42,10 +44,11 @@ pub async fn ingest(
                 },
                 profile_name: m.profile_name,
                 uuid: Uuid::now_v7(),
-                message_type: m.message_type,
-                content: m.content,
+                message_type: m.kind.message_type(),
+                content: m.kind.member(),
                 provider_message_id: m.provider_message_id,
                 sent_at: m.sent_at.unwrap_or(now).min(now),
+                context: m.context,
             })
             .collect(),
         statuses: parsed
@@ -66,6 +69,42 @@ pub async fn ingest(
         .increment(1);
     link_statuses(&outcome);
     Ok(outcome)
+}
+
+/// Resolves the provider ids inbound messages refer to (the message replied to, the message
+/// reacted to) into the uuids of the organization's messages with them, inbound or outbound.
+async fn resolve_references(
+    store: &dyn Store,
+    org_id: i64,
+    messages: &mut [ParsedInbound],
+) -> OpResult<()> {
+    let wanted: Vec<String> = messages
+        .iter()
+        .flat_map(|m| {
+            m.context
+                .reply_to
+                .as_ref()
+                .map(|r| r.provider_message_id.clone())
+                .into_iter()
+                .chain(m.kind.target_provider_id().map(str::to_owned))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let found = store.message_uuids_by_provider_ids(org_id, &wanted).await?;
+    for m in messages {
+        if let Some(r) = m.context.reply_to.as_mut() {
+            r.message_uuid = found.get(&r.provider_message_id).copied();
+        }
+        let target = m
+            .kind
+            .target_provider_id()
+            .and_then(|id| found.get(id))
+            .copied();
+        m.kind.set_target_uuid(target);
+    }
+    Ok(())
 }
 
 /// A status that echoes a queued send's reference (our message uuid: WhatsApp Cloud's
@@ -156,11 +195,11 @@ pub async fn sandbox_inbound(
         clock,
         &channel,
         ParsedCallback {
-            messages: vec![crate::providers::ParsedInbound {
+            messages: vec![ParsedInbound {
                 sender: InboundSender::Phone(phone),
                 profile_name: None,
-                message_type: MessageType::Text,
-                content: json!({ "body": text }),
+                kind: MessageKind::text(text),
+                context: Default::default(),
                 provider_message_id: format!("sandbox-in-{}", Uuid::now_v7().simple()),
                 sent_at: at,
             }],

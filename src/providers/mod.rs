@@ -12,7 +12,9 @@
 pub mod pacing;
 pub mod sandbox;
 pub mod telegram;
+pub mod telegram_kinds;
 pub mod whatsapp_cloud;
+pub mod whatsapp_kinds;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -24,7 +26,9 @@ use serde_json::{Value, json};
 use switchboard_domain::channel::ChannelType;
 use switchboard_domain::contact::Contact;
 use switchboard_domain::contact::InboundSender;
-use switchboard_domain::message::{Content, MessageStatus, MessageType};
+use switchboard_domain::message::{
+    Content, InboundContext, MessageKind, MessageStatus, MessageType,
+};
 use switchboard_domain::{Timestamp, ValidationErrors};
 
 /// The largest provider answer read (a send answer is a few hundred bytes).
@@ -146,8 +150,11 @@ pub enum InboundError {
 pub struct ParsedInbound {
     pub sender: InboundSender,
     pub profile_name: Option<String>,
-    pub message_type: MessageType,
-    pub content: Value,
+    /// The message's kind and member (never an empty text).
+    pub kind: MessageKind,
+    /// `reply_to` (unresolved: the provider's id), `forwarded`, `frequently_forwarded`,
+    /// `referral`.
+    pub context: InboundContext,
     pub provider_message_id: String,
     /// The provider's time of the message, when it gave one.
     pub sent_at: Option<Timestamp>,

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::{
     Accepted, InboundError, ParsedCallback, ParsedInbound, Provider, ProviderError,
-    describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
+    describe_reqwest, read_answer, secrets_equal, strip_nul, telegram_kinds, unix_seconds,
 };
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::channel::ChannelType;
@@ -389,66 +389,18 @@ fn sender_name(from: Option<&Value>) -> Option<String> {
     })
 }
 
-fn message_content(m: &Value) -> (MessageType, Value) {
-    let caption = m.get("caption").cloned();
-    let media = |media_type: &str, obj: Option<&Value>| {
-        let mut out = json!({ "media_type": media_type });
-        if let Some(o) = obj {
-            for (from, to) in [
-                ("file_id", "media_id"),
-                ("mime_type", "mime_type"),
-                ("file_name", "file_name"),
-            ] {
-                if let Some(v) = o.get(from).filter(|v| !v.is_null()) {
-                    out[to] = v.clone();
-                }
-            }
-        }
-        if let Some(c) = &caption {
-            out["caption"] = c.clone();
-        }
-        (MessageType::Media, out)
-    };
-    if let Some(text) = m.get("text").and_then(Value::as_str) {
-        return (MessageType::Text, json!({ "body": text }));
-    }
-    if let Some(sizes) = m.get("photo").and_then(Value::as_array) {
-        // The largest size comes last.
-        return media("image", sizes.last());
-    }
-    for (field, kind) in [
-        ("document", "document"),
-        ("audio", "audio"),
-        ("voice", "audio"),
-        ("video", "video"),
-        ("video_note", "video"),
-        ("sticker", "sticker"),
-    ] {
-        if let Some(obj) = m.get(field) {
-            return media(kind, Some(obj));
-        }
-    }
-    let kind = ["contact", "location", "venue", "poll", "dice"]
-        .into_iter()
-        .find(|k| m.get(*k).is_some())
-        .unwrap_or("unknown");
-    (
-        MessageType::Text,
-        json!({ "body": "", "provider_type": kind, "provider_content": m.get(kind).cloned().unwrap_or(Value::Null) }),
-    )
-}
-
-/// Reads a Telegram `Update`: a `message` in a private chat with a person, or a
-/// `callback_query` (an inline button press) from one. Other updates (group, supergroup and
-/// channel messages, messages from bots, edits, ...) are skipped.
+/// Reads a Telegram `Update`: a `message` in a private chat with a person, a `callback_query`
+/// (an inline button press) or a `message_reaction` from one. Other updates (group,
+/// supergroup and channel messages, messages from bots, ...) are skipped.
 pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
-    let update: Value = serde_json::from_slice(body)
+    let mut update: Value = serde_json::from_slice(body)
         .map_err(|_| InboundError::Malformed("the body is not JSON".into()))?;
     if !update.is_object() {
         return Err(InboundError::Malformed(
             "the body is not a JSON object".into(),
         ));
     }
+    strip_nul(&mut update);
     let mut out = ParsedCallback::default();
     if let Some(m) = update.get("message") {
         let chat_id = chat_id_of(m.pointer("/chat/id"));
@@ -457,14 +409,12 @@ pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
             (Some(chat_id), Some(message_id))
                 if private_chat_with_a_person(m.get("chat"), m.get("from")) =>
             {
-                let (message_type, mut content) = message_content(m);
-                strip_nul(&mut content);
                 out.messages.push(ParsedInbound {
                     provider_message_id: format!("{chat_id}:{message_id}"),
-                    sender: InboundSender::Telegram { chat_id },
                     profile_name: sender_name(m.get("from")),
-                    message_type,
-                    content,
+                    kind: telegram_kinds::kind_of(m),
+                    context: telegram_kinds::context_of(m, &chat_id),
+                    sender: InboundSender::Telegram { chat_id },
                     sent_at: unix_seconds(m.get("date")),
                 });
             }
@@ -478,16 +428,36 @@ pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
             (Some(chat_id), Some(query_id))
                 if private_chat_with_a_person(q.pointer("/message/chat"), q.get("from")) =>
             {
-                let data = q.get("data").and_then(Value::as_str).unwrap_or("");
-                let mut content = json!({ "type": "button_reply", "button_reply": { "id": data } });
-                strip_nul(&mut content);
                 out.messages.push(ParsedInbound {
                     provider_message_id: format!("callback:{query_id}"),
                     sender: InboundSender::Telegram { chat_id },
                     profile_name: sender_name(q.get("from")),
-                    message_type: MessageType::Interactive,
-                    content,
+                    kind: telegram_kinds::button_reply(q),
+                    context: Default::default(),
                     sent_at: None,
+                });
+            }
+            _ => out.skipped += 1,
+        }
+    } else if let Some(r) = update.get("message_reaction") {
+        let chat_id = chat_id_of(r.pointer("/chat/id"));
+        let update_id = id_text(update.get("update_id"));
+        let kind = chat_id
+            .as_deref()
+            .and_then(|c| telegram_kinds::reaction_of(r, c));
+        match (chat_id, update_id, kind) {
+            (Some(chat_id), Some(update_id), Some(kind))
+                if r.get("user").is_some()
+                    && private_chat_with_a_person(r.get("chat"), r.get("user")) =>
+            {
+                out.messages.push(ParsedInbound {
+                    // Unique per reaction: the update's id.
+                    provider_message_id: format!("reaction:{chat_id}:{update_id}"),
+                    profile_name: sender_name(r.get("user")),
+                    sender: InboundSender::Telegram { chat_id },
+                    kind,
+                    context: Default::default(),
+                    sent_at: unix_seconds(r.get("date")),
                 });
             }
             _ => out.skipped += 1,
@@ -501,7 +471,7 @@ pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchboard_domain::message::Media;
+    use switchboard_domain::message::{Media, MessageKind};
 
     #[test]
     fn tokens_and_secrets() {
@@ -622,7 +592,7 @@ mod tests {
         let m = &p.messages[0];
         assert_eq!(m.provider_message_id, "42:5");
         assert_eq!(m.profile_name.as_deref(), Some("Ada L"));
-        assert_eq!(m.content, json!({"body": "hello"}));
+        assert_eq!(m.kind, MessageKind::text("hello"));
         assert!(matches!(&m.sender, InboundSender::Telegram { chat_id } if chat_id == "42"));
         let photo = parse_update(
             br#"{"update_id":2,"message":{"message_id":6,"chat":{"id":42},"caption":"c",
@@ -630,15 +600,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            photo.messages[0].content,
-            json!({"media_type": "image", "media_id": "large", "caption": "c"})
+            photo.messages[0].kind.member(),
+            json!({"media_type": "image", "media_id": "large", "caption": "c",
+                "mime_type": null, "sha256": null, "file_name": null, "voice": false, "animated": false})
         );
         let press = parse_update(
             br#"{"update_id":3,"callback_query":{"id":"99","from":{"id":42},"message":{"chat":{"id":42}},"data":"yes"}}"#,
         )
         .unwrap();
         assert_eq!(press.messages[0].provider_message_id, "callback:99");
-        assert_eq!(press.messages[0].message_type, MessageType::Interactive);
+        assert_eq!(
+            press.messages[0].kind.message_type(),
+            MessageType::Interactive
+        );
+        let reacted = parse_update(
+            br#"{"update_id":11,"message_reaction":{"chat":{"id":42,"type":"private"},"message_id":5,
+                 "user":{"id":42,"first_name":"Ada"},"date":1786000000,"old_reaction":[],
+                 "new_reaction":[{"type":"emoji","emoji":"\u2764"}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(reacted.messages[0].provider_message_id, "reaction:42:11");
+        assert_eq!(
+            reacted.messages[0].kind.member(),
+            json!({"emoji": "\u{2764}", "message_uuid": null, "provider_message_id": "42:5"})
+        );
         let other = parse_update(br#"{"update_id":4,"edited_message":{}}"#).unwrap();
         assert_eq!((other.messages.len(), other.skipped), (0, 1));
         // Groups, supergroups, channels, bots and chat ids that are not numbers are skipped.

@@ -26,6 +26,7 @@ use sha2::Sha256;
 use super::{
     Accepted, InboundError, ParsedCallback, ParsedInbound, ParsedStatus, ParsedTemplateStatus,
     Provider, ProviderError, describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
+    whatsapp_kinds,
 };
 use switchboard_domain::channel::ChannelType;
 use switchboard_domain::contact::InboundSender;
@@ -535,41 +536,6 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-fn inbound_content(m: &Map<String, Value>) -> (MessageType, Value) {
-    let kind = m.get("type").and_then(Value::as_str).unwrap_or("unknown");
-    let member = m.get(kind).cloned().unwrap_or(Value::Null);
-    match kind {
-        "text" => (
-            MessageType::Text,
-            json!({ "body": member.get("body").and_then(Value::as_str).unwrap_or("") }),
-        ),
-        "image" | "document" | "audio" | "video" | "sticker" => {
-            let mut out = json!({ "media_type": kind });
-            for (from, to) in [
-                ("id", "media_id"),
-                ("mime_type", "mime_type"),
-                ("sha256", "sha256"),
-                ("caption", "caption"),
-                ("filename", "file_name"),
-            ] {
-                if let Some(v) = member.get(from).filter(|v| !v.is_null()) {
-                    out[to] = v.clone();
-                }
-            }
-            (MessageType::Media, out)
-        }
-        "interactive" => (MessageType::Interactive, member),
-        "button" => (
-            MessageType::Interactive,
-            json!({ "type": "button", "button": member }),
-        ),
-        other => (
-            MessageType::Text,
-            json!({ "body": "", "provider_type": other, "provider_content": member }),
-        ),
-    }
-}
-
 /// A bounded text of a provider's JSON (a string, or a number as its digits).
 fn short_text(v: Option<&Value>, max: usize) -> Option<String> {
     let s = match v? {
@@ -693,16 +659,14 @@ pub fn parse_callback(
                     out.skipped += 1;
                     continue;
                 };
-                let (message_type, mut content) = inbound_content(m);
-                if let Some(ctx) = m.get("context").filter(|c| c.is_object()) {
-                    content["context"] = ctx.clone();
-                }
-                strip_nul(&mut content);
+                let mut clean = Value::Object(m.clone());
+                strip_nul(&mut clean);
+                let clean = clean.as_object().expect("an object stays one");
                 out.messages.push(ParsedInbound {
                     sender: InboundSender::Phone(phone),
                     profile_name: names.get(from).and_then(|n| clean_profile_name(n)),
-                    message_type,
-                    content,
+                    kind: whatsapp_kinds::kind_of(clean),
+                    context: whatsapp_kinds::context_of(clean),
                     provider_message_id: id.replace('\0', ""),
                     sent_at: unix_seconds(m.get("timestamp")),
                 });
@@ -762,7 +726,7 @@ pub fn parse_callback(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchboard_domain::message::{Media, Template};
+    use switchboard_domain::message::{Media, MessageKind, Template};
 
     #[test]
     fn payloads_follow_the_graph_api() {
@@ -1026,12 +990,15 @@ mod tests {
         let first = &parsed.messages[0];
         assert_eq!(first.provider_message_id, "wamid.in1");
         assert_eq!(first.profile_name.as_deref(), Some("Ada"));
-        assert_eq!(first.content, json!({"body": "hi"}));
+        assert_eq!(first.kind, MessageKind::text("hi"));
         assert_eq!(first.sent_at.unwrap().millis(), 1_786_000_000_000);
         assert!(matches!(&first.sender, InboundSender::Phone(p) if p.as_str() == "+4915123456789"));
-        assert_eq!(parsed.messages[1].message_type, MessageType::Media);
-        assert_eq!(parsed.messages[1].content["media_id"], "m1");
-        assert_eq!(parsed.messages[2].message_type, MessageType::Interactive);
+        assert_eq!(parsed.messages[1].kind.message_type(), MessageType::Media);
+        assert_eq!(parsed.messages[1].kind.member()["media_id"], "m1");
+        assert_eq!(
+            parsed.messages[2].kind.message_type(),
+            MessageType::Interactive
+        );
         assert_eq!(parsed.statuses.len(), 2);
         assert_eq!(parsed.statuses[0].status, MessageStatus::Delivered);
         let err = parsed.statuses[1].error.as_ref().unwrap();

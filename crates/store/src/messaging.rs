@@ -41,6 +41,16 @@ pub struct MessageRecord {
     pub consent_uuid: Option<Uuid>,
     /// The W3C `traceparent` of the request that sent it or the callback that brought it.
     pub trace: Option<String>,
+    /// Inbound: `reply_to`, `forwarded`, `frequently_forwarded`, `referral`.
+    pub context: Option<switchboard_domain::message::InboundContext>,
+    /// When the customer edited the message.
+    pub edited_at: Option<Timestamp>,
+    /// When the customer deleted the message (its content is then null).
+    pub deleted_at: Option<Timestamp>,
+    /// Outbound WhatsApp: the last `pricing` reported.
+    pub pricing: Option<Value>,
+    /// Outbound WhatsApp: the last conversation reported (`{"id", "origin", "expires_at"}`).
+    pub provider_conversation: Option<Value>,
 }
 
 /// One step of a message's journey (see `switchboard_domain::message::timeline`); the first
@@ -122,6 +132,8 @@ pub struct NewInbound {
     pub provider_message_id: String,
     /// When the contact sent it (the provider's time, never later than `now`).
     pub sent_at: Timestamp,
+    /// `reply_to`, `forwarded`, `frequently_forwarded`, `referral`.
+    pub context: switchboard_domain::message::InboundContext,
 }
 
 /// Which outbound message a status update is about.

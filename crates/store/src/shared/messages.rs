@@ -17,7 +17,7 @@ use switchboard_domain::channel::{ChannelIdentity, ChannelType};
 use switchboard_domain::contact::{Contact, Conversation};
 use switchboard_domain::event::Effects;
 use switchboard_domain::message::timeline::{self, StepKind};
-use switchboard_domain::message::{Direction, MessageStatus, MessageType};
+use switchboard_domain::message::{Direction, InboundContext, MessageStatus, MessageType};
 
 use super::Conn;
 use super::contacts::{
@@ -34,7 +34,8 @@ macro_rules! select_messages {
                     ch.type AS channel_type, ch.name AS channel_name, ch.identifier AS channel_identifier,
                     m.contact_id, ct.uuid AS contact_uuid, m.conversation_id, cv.uuid AS conversation_uuid,
                     m.api_key_id, m.direction, m.type, m.status, m.content, m.provider_message_id, m.error,
-                    m.created_at, m.updated_at, cs.uuid AS consent_uuid, m.trace
+                    m.created_at, m.updated_at, cs.uuid AS consent_uuid, m.trace,
+                    m.context, m.edited_at, m.deleted_at, m.pricing, m.provider_conversation
              FROM messages m
              JOIN channels ch ON ch.id = m.channel_id
              JOIN contacts ct ON ct.id = m.contact_id
@@ -72,6 +73,11 @@ struct MessageRow {
     updated_at: Timestamp,
     consent_uuid: Option<Uuid>,
     trace: Option<String>,
+    context: Option<Json<Value>>,
+    edited_at: Option<Timestamp>,
+    deleted_at: Option<Timestamp>,
+    pricing: Option<Json<Value>>,
+    provider_conversation: Option<Json<Value>>,
 }
 
 impl TryFrom<MessageRow> for MessageRecord {
@@ -116,6 +122,11 @@ impl TryFrom<MessageRow> for MessageRecord {
             updated_at: r.updated_at,
             consent_uuid: r.consent_uuid,
             trace: r.trace,
+            context: r.context.and_then(|c| serde_json::from_value(c.0).ok()),
+            edited_at: r.edited_at,
+            deleted_at: r.deleted_at,
+            pricing: r.pricing.map(|p| p.0),
+            provider_conversation: r.provider_conversation.map(|p| p.0),
         })
     }
 }
@@ -159,11 +170,13 @@ pub(super) async fn insert_message(
     created_at: Timestamp,
     now: Timestamp,
     journey: &[MessageStep],
+    context: Option<&InboundContext>,
 ) -> StoreResult<Option<i64>> {
     Ok(sqlx::query_scalar(
         "INSERT INTO messages (uuid, org_id, channel_id, contact_id, conversation_id, api_key_id, direction, type,
-                               status, content, provider_message_id, error, created_at, updated_at, trace, journey)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                               status, content, provider_message_id, error, created_at, updated_at, trace, journey,
+                               context)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
          ON CONFLICT (channel_id, provider_message_id) WHERE provider_message_id IS NOT NULL DO NOTHING
          RETURNING id",
     )
@@ -183,6 +196,7 @@ pub(super) async fn insert_message(
     .bind(now)
     .bind(crate::observe::current_trace())
     .bind(Json(journey))
+    .bind(context.map(Json))
     .fetch_optional(&mut *conn)
     .await?)
 }
@@ -343,6 +357,7 @@ pub(super) async fn write_outbound_in(
             new.now,
             new.now,
             &journey,
+            None,
         )
         .await?;
         match (inserted, provider_message_id) {
@@ -662,6 +677,7 @@ impl MessageStore for Backend {
                 sent_at,
                 batch.now,
                 &[status_step(batch.now, MessageStatus::Received, None)],
+                Some(&m.context),
             )
             .await?
             else {
@@ -763,6 +779,33 @@ impl MessageStore for Backend {
                 .fetch_optional(self.reader())
                 .await?;
         row.ok_or(StoreError::NotFound)?.try_into()
+    }
+
+    async fn message_uuids_by_provider_ids(
+        &self,
+        org_id: i64,
+        provider_message_ids: &[String],
+    ) -> StoreResult<HashMap<String, Uuid>> {
+        if provider_message_ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let mut qb = sqlx::QueryBuilder::<Db>::new(
+            "SELECT provider_message_id, uuid FROM messages WHERE org_id = ",
+        );
+        qb.push_bind(org_id);
+        qb.push(" AND provider_message_id IN (");
+        let mut ids = qb.separated(", ");
+        for id in provider_message_ids.iter().take(100) {
+            ids.push_bind(id);
+        }
+        qb.push(") ORDER BY id");
+        let rows: Vec<(String, Uuid)> = qb.build_query_as().fetch_all(self.reader()).await?;
+        // The first message with the id (a provider id is unique per channel only).
+        let mut out = HashMap::new();
+        for (pid, uuid) in rows {
+            out.entry(pid).or_insert(uuid);
+        }
+        Ok(out)
     }
 
     async fn message_timeline(&self, message_id: i64) -> StoreResult<Vec<MessageStep>> {

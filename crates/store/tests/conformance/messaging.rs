@@ -436,6 +436,7 @@ fn inbound(sender: InboundSender, pid: &str, sent_at: i64) -> NewInbound {
         content: json!({"body": "hi"}),
         provider_message_id: pid.into(),
         sent_at: t(sent_at),
+        context: Default::default(),
     }
 }
 
@@ -1426,6 +1427,7 @@ async fn a_message_journey_is_kept_and_read_oldest_first(s: SharedStore) {
                     content: json!({"body": "hi"}),
                     provider_message_id: "in-1".into(),
                     sent_at: t(4_000),
+                    context: Default::default(),
                 }],
                 statuses: vec![],
                 now: t(4_000),
