@@ -9,11 +9,14 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{Channel, ChannelType};
 use switchboard_domain::clock::Clock;
 use switchboard_domain::contact::InboundSender;
-use switchboard_domain::message::{Direction, MAX_TEXT_CHARS, MessageKind, MessageStatus};
+use switchboard_domain::message::{
+    Direction, MAX_TEXT_CHARS, MessageChange, MessageKind, MessageStatus,
+};
 use switchboard_domain::phone::Phone;
+use switchboard_store::contacts::ContactPatch;
 use switchboard_store::{
     BatchOutcome, InboundOutcome, InboundSender as StoredSender, MessageRecord, MessageRef,
-    NewInbound, NewStatus, ProviderBatch, StatusOutcome, Store, StoreError,
+    NewChange, NewInbound, NewStatus, ProviderBatch, StatusOutcome, Store, StoreError,
 };
 
 use super::message_events::batch_effects;
@@ -33,8 +36,7 @@ pub async fn ingest(
     let batch = ProviderBatch {
         org_id: channel.org_id,
         channel_id: channel.id,
-        messages: parsed
-            .messages
+        messages: std::mem::take(&mut parsed.messages)
             .into_iter()
             .map(|m| NewInbound {
                 // The store has its own copy of the sender type (providers do not use the store).
@@ -51,24 +53,86 @@ pub async fn ingest(
                 context: m.context,
             })
             .collect(),
-        statuses: parsed
-            .statuses
+        statuses: std::mem::take(&mut parsed.statuses)
             .into_iter()
             .map(|s| NewStatus {
                 message: MessageRef::Provider(s.provider_message_id),
                 status: s.status,
                 error: s.error,
+                pricing: s.pricing,
+                provider_conversation: s.provider_conversation,
             })
             .collect(),
         now,
     };
-    let outcome = store
+    let mut outcome = store
         .record_provider_batch(batch, Box::new(batch_effects))
         .await?;
+    // After the messages: an edit may come in the same callback as the message it edits.
+    let changes = parsed
+        .changes
+        .into_iter()
+        .map(|c| NewChange {
+            provider_message_id: c.provider_message_id,
+            edited: match c.change {
+                MessageChange::Edited(kind) => Some((kind.message_type(), kind.member())),
+                MessageChange::Deleted => None,
+            },
+            at: c.at.unwrap_or(now).min(now),
+        })
+        .collect();
+    outcome.changes = store
+        .record_message_changes(channel.id, changes, now, Box::new(batch_effects))
+        .await?;
+    move_changed_numbers(store, clock, &outcome).await?;
     metrics::counter!("switchboard_provider_callbacks_total", "channel_type" => channel.channel_type.as_str())
         .increment(1);
     link_statuses(&outcome);
     Ok(outcome)
+}
+
+/// A `system` message of kind `user_changed_number` moves its contact to the new phone (the
+/// contact's uuid stays) and emits `contact.updated`. When another contact of the
+/// organization has the new phone already, the contact stays as it is (logged at `warn`).
+async fn move_changed_numbers(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    outcome: &BatchOutcome,
+) -> OpResult<()> {
+    for m in &outcome.messages {
+        let InboundOutcome::Stored(r) = m else {
+            continue;
+        };
+        let Some(MessageKind::System { system }) =
+            MessageKind::from_stored(r.message.message_type, &r.message.content)
+        else {
+            continue;
+        };
+        let new_phone = match (system.kind.as_str(), system.new_phone.as_deref()) {
+            ("user_changed_number", Some(p)) => Phone::parse(p).ok(),
+            _ => None,
+        };
+        let Some(new_phone) = new_phone.filter(|p| r.contact.phone.as_ref() != Some(p)) else {
+            continue;
+        };
+        let patch = ContactPatch {
+            phone: Some(new_phone),
+            name: None,
+        };
+        match super::contacts::update_contact(store, clock, r.contact.org_id, r.contact.uuid, patch)
+            .await
+        {
+            Ok(_) => {}
+            Err(StoreError::UniqueViolation(_)) | Err(StoreError::NotFound) => {
+                tracing::warn!(
+                    contact_uuid = %r.contact.uuid,
+                    "a customer's number change was not applied: another contact has the new number"
+                );
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Resolves the provider ids inbound messages refer to (the message replied to, the message
@@ -203,9 +267,7 @@ pub async fn sandbox_inbound(
                 provider_message_id: format!("sandbox-in-{}", Uuid::now_v7().simple()),
                 sent_at: at,
             }],
-            statuses: vec![],
-            templates: vec![],
-            skipped: 0,
+            ..Default::default()
         },
     )
     .await?;
@@ -250,6 +312,8 @@ pub async fn sandbox_status(
                     message: MessageRef::Id(message_id),
                     status,
                     error,
+                    pricing: None,
+                    provider_conversation: None,
                 }],
                 now: clock.now(),
             },

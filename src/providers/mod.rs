@@ -27,7 +27,7 @@ use switchboard_domain::channel::ChannelType;
 use switchboard_domain::contact::Contact;
 use switchboard_domain::contact::InboundSender;
 use switchboard_domain::message::{
-    Content, InboundContext, MessageKind, MessageStatus, MessageType,
+    Content, InboundContext, MessageChange, MessageKind, MessageStatus, MessageType,
 };
 use switchboard_domain::{Timestamp, ValidationErrors};
 
@@ -168,6 +168,10 @@ pub struct ParsedStatus {
     pub error: Option<Value>,
     /// The reference the send carried, echoed ([`Provider::send_referenced`]).
     pub reference: Option<String>,
+    /// WhatsApp's `pricing`: `{"billable", "category", "pricing_model"}`.
+    pub pricing: Option<Value>,
+    /// WhatsApp's `conversation`: `{"id", "origin", "expires_at"}`.
+    pub provider_conversation: Option<Value>,
 }
 
 /// Whether the channel type's status callbacks echo the reference a send carried
@@ -209,9 +213,21 @@ pub struct RemoteTemplate {
     pub components: Value,
 }
 
+/// A customer's edit or deletion of a message they sent earlier.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedChange {
+    /// The provider's id of the message changed.
+    pub provider_message_id: String,
+    pub change: MessageChange,
+    /// When the customer made the change, when the provider says.
+    pub at: Option<Timestamp>,
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ParsedCallback {
     pub messages: Vec<ParsedInbound>,
+    /// Edits and deletions (WhatsApp `edit` / `revoke`, Telegram `edited_message`).
+    pub changes: Vec<ParsedChange>,
     pub statuses: Vec<ParsedStatus>,
     /// Template status changes (WhatsApp Cloud).
     pub templates: Vec<ParsedTemplateStatus>,

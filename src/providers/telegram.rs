@@ -17,14 +17,14 @@ use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::{
-    Accepted, InboundError, ParsedCallback, ParsedInbound, Provider, ProviderError,
+    Accepted, InboundError, ParsedCallback, ParsedChange, ParsedInbound, Provider, ProviderError,
     describe_reqwest, read_answer, secrets_equal, strip_nul, telegram_kinds, unix_seconds,
 };
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::channel::ChannelType;
 use switchboard_domain::contact::InboundSender;
 use switchboard_domain::contact::{Contact, clean_profile_name};
-use switchboard_domain::message::{Content, MediaType, MessageStatus, MessageType};
+use switchboard_domain::message::{Content, MediaType, MessageChange, MessageStatus, MessageType};
 
 pub const DEFAULT_API_BASE_URL: &str = "https://api.telegram.org";
 /// Telegram's limit on `callback_data`.
@@ -390,7 +390,7 @@ fn sender_name(from: Option<&Value>) -> Option<String> {
 }
 
 /// Reads a Telegram `Update`: a `message` in a private chat with a person, a `callback_query`
-/// (an inline button press) or a `message_reaction` from one. Other updates (group,
+/// (an inline button press), a `message_reaction` or an `edited_message` from one. Other updates (group,
 /// supergroup and channel messages, messages from bots, ...) are skipped.
 pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
     let mut update: Value = serde_json::from_slice(body)
@@ -416,6 +416,21 @@ pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
                     context: telegram_kinds::context_of(m, &chat_id),
                     sender: InboundSender::Telegram { chat_id },
                     sent_at: unix_seconds(m.get("date")),
+                });
+            }
+            _ => out.skipped += 1,
+        }
+    } else if let Some(m) = update.get("edited_message") {
+        let chat_id = chat_id_of(m.pointer("/chat/id"));
+        let message_id = id_text(m.get("message_id"));
+        match (chat_id, message_id) {
+            (Some(chat_id), Some(message_id))
+                if private_chat_with_a_person(m.get("chat"), m.get("from")) =>
+            {
+                out.changes.push(ParsedChange {
+                    provider_message_id: format!("{chat_id}:{message_id}"),
+                    change: MessageChange::Edited(telegram_kinds::kind_of(m)),
+                    at: unix_seconds(m.get("edit_date")),
                 });
             }
             _ => out.skipped += 1,
@@ -626,6 +641,20 @@ mod tests {
         );
         let other = parse_update(br#"{"update_id":4,"edited_message":{}}"#).unwrap();
         assert_eq!((other.messages.len(), other.skipped), (0, 1));
+        let edited = parse_update(
+            br#"{"update_id":12,"edited_message":{"message_id":5,"date":1786000000,"edit_date":1786000060,
+                 "chat":{"id":42,"type":"private"},"from":{"id":42},"text":"hello again"}}"#,
+        )
+        .unwrap();
+        assert_eq!(edited.messages.len(), 0);
+        assert_eq!(edited.changes[0].provider_message_id, "42:5");
+        assert_eq!(
+            edited.changes[0].change,
+            MessageChange::Edited(MessageKind::text("hello again"))
+        );
+        assert_eq!(edited.changes[0].at.unwrap().millis(), 1_786_000_060_000);
+        let unknown = parse_update(br#"{"update_id":13,"my_chat_member":{}}"#).unwrap();
+        assert_eq!((unknown.messages.len(), unknown.skipped), (0, 1));
         // Groups, supergroups, channels, bots and chat ids that are not numbers are skipped.
         for update in [
             r#"{"update_id":5,"message":{"message_id":9,"chat":{"id":-1009999,"type":"supergroup"},"from":{"id":7,"is_bot":false},"text":"hi"}}"#,

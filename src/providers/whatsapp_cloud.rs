@@ -662,6 +662,13 @@ pub fn parse_callback(
                 let mut clean = Value::Object(m.clone());
                 strip_nul(&mut clean);
                 let clean = clean.as_object().expect("an object stays one");
+                if let Some(change) = whatsapp_kinds::change_of(clean) {
+                    match change {
+                        Some(c) => out.changes.push(c),
+                        None => out.skipped += 1,
+                    }
+                    continue;
+                }
                 out.messages.push(ParsedInbound {
                     sender: InboundSender::Phone(phone),
                     profile_name: names.get(from).and_then(|n| clean_profile_name(n)),
@@ -707,10 +714,13 @@ pub fn parse_callback(
                     strip_nul(&mut e);
                     e
                 });
+                let (pricing, provider_conversation) = whatsapp_kinds::billing_of(s);
                 out.statuses.push(ParsedStatus {
                     provider_message_id: id.replace('\0', ""),
                     status,
                     error,
+                    pricing,
+                    provider_conversation,
                     reference: s
                         .get("biz_opaque_callback_data")
                         .and_then(Value::as_str)

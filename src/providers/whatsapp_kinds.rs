@@ -4,14 +4,16 @@
 //! `messages[]` items: `text`, `image`/`video`/`audio`/`document`/`sticker`, `interactive`,
 //! `button`, `reaction`, `location`, `contacts`, `order`, `system`, `unsupported` (and `unknown`,
 //! its older name); `context` (a reply: `id`; `forwarded`, `frequently_forwarded`) and
-//! `referral` (click-to-chat ads) beside them.
+//! `referral` (click-to-chat ads) beside them. Edits (`edit`) and deletions (`revoke`) are
+//! changes of an earlier message ([`change_of`]).
 
 use serde_json::{Map, Value};
 
+use super::{ParsedChange, unix_seconds};
 use switchboard_domain::message::{
-    ContactsMember, InboundContext, LocationMember, MediaMember, MediaType, MessageKind, OrderItem,
-    OrderMember, ProviderIssue, Referral, ReplyTo, SystemMember, UnsupportedMember,
-    inbound_interactive, reaction,
+    ContactsMember, InboundContext, LocationMember, MediaMember, MediaType, MessageChange,
+    MessageKind, OrderItem, OrderMember, ProviderIssue, Referral, ReplyTo, SystemMember,
+    UnsupportedMember, inbound_interactive, reaction,
 };
 use switchboard_domain::phone::Phone;
 
@@ -181,6 +183,54 @@ fn unsupported(kind: &str, m: &Map<String, Value>) -> MessageKind {
             errors,
         },
     }
+}
+
+/// An `edit` (`{"original_message_id", "message": the edited message}`) or `revoke`
+/// (`{"original_message_id"}`) item: `None` when the item is neither; `Some(None)` when it is
+/// one without the message it changes.
+pub fn change_of(m: &Map<String, Value>) -> Option<Option<ParsedChange>> {
+    let kind = m.get("type").and_then(Value::as_str)?;
+    if kind != "edit" && kind != "revoke" {
+        return None;
+    }
+    let member = m.get(kind).unwrap_or(&Value::Null);
+    let Some(original) = text_of(member.get("original_message_id")).filter(|id| id.len() <= 512)
+    else {
+        return Some(None);
+    };
+    let change = if kind == "revoke" {
+        MessageChange::Deleted
+    } else {
+        match member.get("message").and_then(Value::as_object) {
+            Some(edited) => MessageChange::Edited(kind_of(edited)),
+            None => return Some(None),
+        }
+    };
+    Some(Some(ParsedChange {
+        provider_message_id: original,
+        change,
+        at: unix_seconds(m.get("timestamp")),
+    }))
+}
+
+/// A status's `pricing` (`{"billable", "category", "pricing_model"}`) and `conversation`
+/// (`{"id", "origin": its origin's type, "expires_at": RFC 3339 or null}`), when it has them.
+pub fn billing_of(s: &Value) -> (Option<Value>, Option<Value>) {
+    let pricing = s.get("pricing").filter(|p| p.is_object()).map(|p| {
+        serde_json::json!({
+            "billable": p.get("billable").and_then(Value::as_bool),
+            "category": text_of(p.get("category")),
+            "pricing_model": text_of(p.get("pricing_model")),
+        })
+    });
+    let conversation = s.get("conversation").filter(|c| c.is_object()).map(|c| {
+        serde_json::json!({
+            "id": text_of(c.get("id")),
+            "origin": text_of(c.pointer("/origin/type")),
+            "expires_at": unix_seconds(c.get("expiration_timestamp")),
+        })
+    });
+    (pricing, conversation)
 }
 
 /// The context of one `messages[]` item: `context.id` (a reply; not for a reaction, whose
@@ -356,6 +406,61 @@ mod tests {
             "list_reply": {"id": "r1", "title": "Row", "description": "d"}}}),
         );
         assert_eq!(v["interactive"]["list_reply"]["id"], "r1");
+    }
+
+    #[test]
+    fn pricing_and_conversation() {
+        let s = json!({"id": "wamid.X", "status": "sent", "timestamp": "1786000000",
+            "conversation": {"id": "CONV1", "expiration_timestamp": "1786086400", "origin": {"type": "service"}},
+            "pricing": {"billable": true, "pricing_model": "CBP", "category": "service", "type": "regular"}});
+        let (pricing, conversation) = billing_of(&s);
+        assert_eq!(
+            pricing.unwrap(),
+            json!({"billable": true, "category": "service", "pricing_model": "CBP"})
+        );
+        let c = conversation.unwrap();
+        assert_eq!(
+            (c["id"].as_str(), c["origin"].as_str()),
+            (Some("CONV1"), Some("service"))
+        );
+        assert!(
+            c["expires_at"].as_str().unwrap().starts_with("2026-08-"),
+            "{c}"
+        );
+        assert_eq!(
+            billing_of(&json!({"id": "x", "status": "read"})),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn edits_and_revokes() {
+        let edit = json!({"from": "4915123456789", "id": "wamid.E", "timestamp": "1786000000",
+            "type": "edit", "edit": {"original_message_id": "wamid.O",
+                "message": {"context": {"id": "wamid.O"}, "type": "text", "text": {"body": "fixed"}}}});
+        let c = change_of(edit.as_object().unwrap()).unwrap().unwrap();
+        assert_eq!(c.provider_message_id, "wamid.O");
+        assert_eq!(c.change, MessageChange::Edited(MessageKind::text("fixed")));
+        assert_eq!(c.at.unwrap().millis(), 1_786_000_000_000);
+        let revoke = json!({"from": "4915123456789", "id": "wamid.R", "type": "revoke",
+            "revoke": {"original_message_id": "wamid.O"}});
+        let c = change_of(revoke.as_object().unwrap()).unwrap().unwrap();
+        assert_eq!(
+            (c.provider_message_id.as_str(), c.change),
+            ("wamid.O", MessageChange::Deleted)
+        );
+        assert_eq!(
+            change_of(json!({"type": "revoke", "revoke": {}}).as_object().unwrap()),
+            Some(None)
+        );
+        assert_eq!(
+            change_of(
+                json!({"type": "text", "text": {"body": "x"}})
+                    .as_object()
+                    .unwrap()
+            ),
+            None
+        );
     }
 
     #[test]

@@ -13,6 +13,8 @@ use crate::support::{Backend, Resp, Seed, Server, TestEnv};
 both_backends!(
     message_kinds_whatsapp_inbound_every_kind,
     message_kinds_telegram_inbound_every_kind,
+    message_kinds_edits_and_deletions,
+    message_kinds_statuses_and_number_changes,
 );
 
 const MESSAGES: &str = "/api/v1/integrations/messages";
@@ -133,12 +135,7 @@ async fn check_kind(
     listed
 }
 
-// ---------------------------------------------------------------------------------------------
-
-async fn message_kinds_whatsapp_inbound_every_kind(backend: Backend) {
-    let env = TestEnv::new(backend).await;
-    let seed = env.seed().await;
-    let graph = Fake::graph(WA_TOKEN).await;
+async fn whatsapp_channel(env: &TestEnv, seed: &Seed, graph: &Fake) -> String {
     let wa = env
         .admin(&[
             "channel",
@@ -162,7 +159,37 @@ async fn message_kinds_whatsapp_inbound_every_kind(backend: Backend) {
             .to_string(),
         ])
         .await;
-    let wa_uuid = wa["uuid"].as_str().unwrap().to_owned();
+    wa["uuid"].as_str().unwrap().to_owned()
+}
+
+async fn telegram_channel(env: &TestEnv, seed: &Seed, bot: &Fake) -> String {
+    let tg = env
+        .admin(&[
+            "channel",
+            "create",
+            "--org",
+            &seed.org_id.to_string(),
+            "--type",
+            "telegram",
+            "--name",
+            "Bot",
+            "--slug",
+            "bot",
+            "--provider-config",
+            &json!({"bot_token": TG_TOKEN, "secret_token": TG_SECRET, "api_base_url": bot.base_url})
+                .to_string(),
+        ])
+        .await;
+    tg["uuid"].as_str().unwrap().to_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async fn message_kinds_whatsapp_inbound_every_kind(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let graph = Fake::graph(WA_TOKEN).await;
+    let wa_uuid = whatsapp_channel(&env, &seed, &graph).await;
     let server = env.start(&[]).await;
     let now = unix_now();
     let msg = |id: &str, kind: &str, member: Value| {
@@ -428,24 +455,7 @@ async fn message_kinds_telegram_inbound_every_kind(backend: Backend) {
     let env = TestEnv::new(backend).await;
     let seed = env.seed().await;
     let bot = Fake::telegram(TG_TOKEN).await;
-    let tg = env
-        .admin(&[
-            "channel",
-            "create",
-            "--org",
-            &seed.org_id.to_string(),
-            "--type",
-            "telegram",
-            "--name",
-            "Bot",
-            "--slug",
-            "bot",
-            "--provider-config",
-            &json!({"bot_token": TG_TOKEN, "secret_token": TG_SECRET, "api_base_url": bot.base_url})
-                .to_string(),
-        ])
-        .await;
-    let tg_uuid = tg["uuid"].as_str().unwrap().to_owned();
+    let tg_uuid = telegram_channel(&env, &seed, &bot).await;
     let server = env.start(&[]).await;
     let now = unix_now();
     let chat = json!({"id": 4242, "type": "private", "first_name": "Grace"});
@@ -677,5 +687,321 @@ async fn message_kinds_telegram_inbound_every_kind(backend: Backend) {
     assert!(
         server.logs().contains("dice"),
         "no warning for the unknown kind"
+    );
+}
+
+/// The `message.status.update` events about a message that carry a `change`.
+async fn changes_of(env: &TestEnv, seed: &Seed, uuid: &str) -> Vec<Value> {
+    db_peek::events_named(env, seed.org_id, "message.status.update")
+        .await
+        .into_iter()
+        .filter(|e| e.data["message_uuid"] == uuid && e.data.get("change").is_some())
+        .map(|e| e.data)
+        .collect()
+}
+
+async fn message_kinds_edits_and_deletions(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let graph = Fake::graph(WA_TOKEN).await;
+    let bot = Fake::telegram(TG_TOKEN).await;
+    let wa_uuid = whatsapp_channel(&env, &seed, &graph).await;
+    let tg_uuid = telegram_channel(&env, &seed, &bot).await;
+    let server = env.start(&[]).await;
+    let now = unix_now();
+
+    // WhatsApp: a text, then its edit (twice: the second changes nothing), then its revoke.
+    let hook = wa_webhook(
+        PHONE_NUMBER_ID,
+        vec![wa_text(PHONE_DIGITS, "wamid.ORIG", now - 60, "Helo")],
+        vec![],
+    );
+    wa_callback(&server, &wa_uuid, &hook).await.expect(200);
+    let all = inbound_by_provider_id(&server, &seed.key).await;
+    let uuid = find(&all, "wamid.ORIG")["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let edit = wa_webhook(
+        PHONE_NUMBER_ID,
+        vec![
+            json!({"from": PHONE_DIGITS, "id": "wamid.EDIT1", "timestamp": (now - 30).to_string(),
+            "type": "edit", "edit": {"original_message_id": "wamid.ORIG",
+                "message": {"context": {"id": "wamid.ORIG"}, "type": "text", "text": {"body": "Hello"}}}}),
+        ],
+        vec![],
+    );
+    let r = wa_callback(&server, &wa_uuid, &edit).await.expect(200);
+    assert_eq!(
+        (
+            r.body["received"].as_i64(),
+            r.body["changes_applied"].as_i64()
+        ),
+        (Some(0), Some(1)),
+        "{}",
+        r.text
+    );
+    let one = server
+        .get(&format!("{MESSAGES}/{uuid}"), &seed.key)
+        .await
+        .expect(200);
+    assert_eq!(one.body["text"], json!({"body": "Hello"}));
+    assert!(one.body["edited_at"].is_string(), "{}", one.text);
+    assert!(one.body.get("deleted_at").is_none());
+    let steps: Vec<&str> = one.body["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kind"].as_str().unwrap())
+        .collect();
+    assert!(steps.contains(&"edited"), "{steps:?}");
+    let events = changes_of(&env, &seed, &uuid).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["change"], "edited");
+    assert_eq!(events[0]["message"]["text"]["body"], "Hello");
+    assert_eq!(events[0]["message"]["uuid"], uuid);
+    // The same edit delivered again: nothing changes, nothing is emitted.
+    let r = wa_callback(&server, &wa_uuid, &edit).await.expect(200);
+    assert_eq!(
+        (
+            r.body["changes_applied"].as_i64(),
+            r.body["changes_ignored"].as_i64()
+        ),
+        (Some(0), Some(1))
+    );
+    assert_eq!(changes_of(&env, &seed, &uuid).await.len(), 1);
+
+    let revoke = wa_webhook(
+        PHONE_NUMBER_ID,
+        vec![
+            json!({"from": PHONE_DIGITS, "id": "wamid.REVOKE1", "timestamp": now.to_string(),
+            "type": "revoke", "revoke": {"original_message_id": "wamid.ORIG"}}),
+        ],
+        vec![],
+    );
+    let r = wa_callback(&server, &wa_uuid, &revoke).await.expect(200);
+    assert_eq!(r.body["changes_applied"], 1, "{}", r.text);
+    let one = server
+        .get(&format!("{MESSAGES}/{uuid}"), &seed.key)
+        .await
+        .expect(200);
+    assert_eq!(one.body["type"], "text");
+    assert_eq!(
+        one.body["text"],
+        Value::Null,
+        "the content is gone: {}",
+        one.text
+    );
+    assert!(one.body["deleted_at"].is_string());
+    assert!(one.text.contains("\"deleted\""));
+    let events = changes_of(&env, &seed, &uuid).await;
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[1]["change"], "deleted");
+    assert_eq!(events[1]["message"]["text"], Value::Null);
+    // Again, and an edit after the deletion: ignored.
+    let r = wa_callback(&server, &wa_uuid, &revoke).await.expect(200);
+    assert_eq!(r.body["changes_ignored"], 1);
+    let r = wa_callback(&server, &wa_uuid, &edit).await.expect(200);
+    assert_eq!(r.body["changes_ignored"], 1);
+    assert_eq!(changes_of(&env, &seed, &uuid).await.len(), 2);
+    // A revoke of a message we never stored is ignored too; no edit or revoke is stored as a
+    // message of its own.
+    let stray = wa_webhook(
+        PHONE_NUMBER_ID,
+        vec![
+            json!({"from": PHONE_DIGITS, "id": "wamid.REVOKE2", "timestamp": now.to_string(),
+            "type": "revoke", "revoke": {"original_message_id": "wamid.NEVER"}}),
+        ],
+        vec![],
+    );
+    let r = wa_callback(&server, &wa_uuid, &stray).await.expect(200);
+    assert_eq!(
+        (
+            r.body["received"].as_i64(),
+            r.body["changes_ignored"].as_i64()
+        ),
+        (Some(0), Some(1))
+    );
+    let all = inbound_by_provider_id(&server, &seed.key).await;
+    assert_eq!(all.len(), 1, "{all:?}");
+
+    // Telegram: edited_message.
+    let chat = json!({"id": 4242, "type": "private"});
+    let from = json!({"id": 4242, "is_bot": false, "first_name": "Grace"});
+    tg_update(
+        &server,
+        &tg_uuid,
+        &json!({"update_id": 1, "message": {"message_id": 3, "date": now - 10,
+        "chat": chat, "from": from, "text": "teh plan"}}),
+    )
+    .await
+    .expect(200);
+    let r = tg_update(
+        &server,
+        &tg_uuid,
+        &json!({"update_id": 2, "edited_message": {"message_id": 3,
+        "date": now - 10, "edit_date": now, "chat": chat, "from": from, "text": "the plan"}}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(r.body["changes_applied"], 1, "{}", r.text);
+    let all = inbound_by_provider_id(&server, &seed.key).await;
+    let m = find(&all, "4242:3");
+    assert_eq!(m["text"]["body"], "the plan");
+    assert!(m["edited_at"].is_string());
+    let events = changes_of(&env, &seed, m["uuid"].as_str().unwrap()).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["change"], "edited");
+}
+
+async fn send_text(server: &Server, seed: &Seed, body: &str) -> Value {
+    let r = server
+        .post_with(
+            MESSAGES,
+            &seed.key,
+            &json!({"channel_slug": "wa", "phone": format!("+{PHONE_DIGITS}"), "message": body}),
+            &[("Idempotency-Key", &uuid::Uuid::new_v4().to_string())],
+        )
+        .await
+        .expect(201);
+    r.body["message"].clone()
+}
+
+async fn message_kinds_statuses_and_number_changes(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let graph = Fake::graph(WA_TOKEN).await;
+    let wa_uuid = whatsapp_channel(&env, &seed, &graph).await;
+    let server = env.start(&[]).await;
+    let now = unix_now();
+    let hook = wa_webhook(
+        PHONE_NUMBER_ID,
+        vec![wa_text(PHONE_DIGITS, "wamid.HI", now - 5, "Hi")],
+        vec![],
+    );
+    wa_callback(&server, &wa_uuid, &hook).await.expect(200);
+    let out = send_text(&server, &seed, "Welcome").await;
+    let wamid = out["provider_message_id"].as_str().unwrap().to_owned();
+    let uuid = out["uuid"].as_str().unwrap().to_owned();
+    let status = |st: &str, with_billing: bool| {
+        let mut s = json!({"id": wamid, "status": st, "timestamp": now.to_string(),
+            "recipient_id": PHONE_DIGITS});
+        if with_billing {
+            s["conversation"] = json!({"id": "CONV-1", "expiration_timestamp": (now + 86_400).to_string(),
+                "origin": {"type": "service"}});
+            s["pricing"] = json!({"billable": true, "pricing_model": "CBP", "category": "service"});
+        }
+        wa_webhook(PHONE_NUMBER_ID, vec![], vec![s])
+    };
+    let updates = || async {
+        db_peek::events_named(&env, seed.org_id, "message.status.update")
+            .await
+            .into_iter()
+            .filter(|e| e.data["message_uuid"] == uuid.as_str())
+            .count()
+    };
+    // `sent` with pricing and conversation (the send recorded it sent already: nothing moves,
+    // but the billing is kept), then `delivered`, then `played` (= read), then `read` again.
+    let r = wa_callback(&server, &wa_uuid, &status("sent", true))
+        .await
+        .expect(200);
+    assert_eq!(r.body["statuses_ignored"], 1, "{}", r.text);
+    let one = server
+        .get(&format!("{MESSAGES}/{uuid}"), &seed.key)
+        .await
+        .expect(200);
+    assert_eq!(
+        one.body["pricing"],
+        json!({"billable": true, "category": "service", "pricing_model": "CBP"})
+    );
+    assert_eq!(one.body["provider_conversation"]["id"], "CONV-1");
+    assert_eq!(one.body["provider_conversation"]["origin"], "service");
+    assert!(one.body["provider_conversation"]["expires_at"].is_string());
+    assert_eq!(updates().await, 0);
+    wa_callback(&server, &wa_uuid, &status("delivered", false))
+        .await
+        .expect(200);
+    let r = wa_callback(&server, &wa_uuid, &status("played", false))
+        .await
+        .expect(200);
+    assert_eq!(r.body["statuses_applied"], 1, "{}", r.text);
+    let one = server
+        .get(&format!("{MESSAGES}/{uuid}"), &seed.key)
+        .await
+        .expect(200);
+    assert_eq!(one.body["status"], "read");
+    assert_eq!(one.body["pricing"]["category"], "service", "kept");
+    assert_eq!(updates().await, 2);
+    // Duplicates and a step back change and emit nothing.
+    for st in ["played", "read", "delivered"] {
+        let r = wa_callback(&server, &wa_uuid, &status(st, false))
+            .await
+            .expect(200);
+        assert_eq!(r.body["statuses_ignored"], 1, "{st}");
+    }
+    assert_eq!(updates().await, 2);
+    let after = server
+        .get(&format!("{MESSAGES}/{uuid}"), &seed.key)
+        .await
+        .expect(200);
+    assert_eq!(after.body["updated_at"], one.body["updated_at"]);
+
+    // A failed status keeps the provider's code.
+    let out = send_text(&server, &seed, "Second").await;
+    let failed = wa_webhook(
+        PHONE_NUMBER_ID,
+        vec![],
+        vec![crate::fake_providers::wa_status(
+            out["provider_message_id"].as_str().unwrap(),
+            "failed",
+            PHONE_DIGITS,
+        )],
+    );
+    wa_callback(&server, &wa_uuid, &failed).await.expect(200);
+    let one = server
+        .get(
+            &format!("{MESSAGES}/{}", out["uuid"].as_str().unwrap()),
+            &seed.key,
+        )
+        .await
+        .expect(200);
+    assert_eq!(one.body["status"], "failed");
+    assert_eq!(one.body["error"]["provider_code"], 131026);
+
+    // The customer changes number: the contact moves (its uuid stays), contact.updated.
+    let contact_uuid = out["contact_uuid"].as_str().unwrap().to_owned();
+    let system = wa_webhook(
+        PHONE_NUMBER_ID,
+        vec![
+            json!({"from": PHONE_DIGITS, "id": "wamid.SYS", "timestamp": now.to_string(),
+            "type": "system", "system": {"body": "Ada changed from 4915123456789 to 4915123456780",
+                "new_wa_id": "4915123456780", "type": "user_changed_number"}}),
+        ],
+        vec![],
+    );
+    wa_callback(&server, &wa_uuid, &system).await.expect(200);
+    let c = server
+        .get(
+            &format!("/api/v1/integrations/contacts/{contact_uuid}"),
+            &seed.key,
+        )
+        .await
+        .expect(200);
+    assert_eq!(c.body["phone"], "+4915123456780", "{}", c.text);
+    let updated: Vec<_> = db_peek::events_named(&env, seed.org_id, "contact.updated")
+        .await
+        .into_iter()
+        .filter(|e| e.data["contact_uuid"] == contact_uuid.as_str())
+        .collect();
+    assert_eq!(updated.len(), 1);
+    assert_eq!(updated[0].data["contact"]["phone"], "+4915123456780");
+    // The same callback again: a duplicate, nothing moves.
+    let r = wa_callback(&server, &wa_uuid, &system).await.expect(200);
+    assert_eq!(r.body["duplicates"], 1);
+    assert_eq!(
+        db_peek::events_named(&env, seed.org_id, "contact.updated")
+            .await
+            .len(),
+        1
     );
 }

@@ -150,6 +150,11 @@ pub struct NewStatus {
     pub status: MessageStatus,
     /// The provider's error, for `failed`.
     pub error: Option<Value>,
+    /// WhatsApp's `pricing` (`{"billable", "category", "pricing_model"}`), kept as the
+    /// message's last.
+    pub pricing: Option<Value>,
+    /// WhatsApp's conversation (`{"id", "origin", "expires_at"}`), kept as the message's last.
+    pub provider_conversation: Option<Value>,
 }
 
 /// What a provider callback (or the sandbox tools) brings for one channel.
@@ -190,11 +195,37 @@ pub enum StatusOutcome {
 pub struct BatchOutcome {
     pub messages: Vec<InboundOutcome>,
     pub statuses: Vec<StatusOutcome>,
+    /// Edits and deletions ([`crate::MessageStore::record_message_changes`]).
+    pub changes: Vec<ChangeOutcome>,
+}
+
+/// A change the customer made to an inbound message (edited or deleted), by the provider's id
+/// of the message on the channel.
+#[derive(Clone, Debug)]
+pub struct NewChange {
+    pub provider_message_id: String,
+    /// The new type and content; `None`: deleted (the content becomes null).
+    pub edited: Option<(MessageType, Value)>,
+    /// When the customer made the change (never later than `now`).
+    pub at: Timestamp,
+}
+
+/// The outcome of one change: applied (the message as it now is), or ignored (an unknown
+/// message, one already deleted, or the same change again).
+#[derive(Clone, Debug)]
+pub enum ChangeOutcome {
+    Applied(Box<MessageRecord>),
+    Ignored,
 }
 
 /// What a change in a provider batch causes; the store asks for the effects of each.
 pub enum BatchChange<'a> {
     Inbound(&'a RecordedOutbound),
+    /// A customer's edit or deletion (`change`: `edited` or `deleted`).
+    Changed {
+        message: &'a MessageRecord,
+        change: &'static str,
+    },
     Status {
         message: &'a MessageRecord,
         previous: MessageStatus,

@@ -245,6 +245,25 @@ impl MessageKind {
     }
 }
 
+/// A change the customer made to a message they sent earlier.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MessageChange {
+    /// Edited: the message's new kind and content.
+    Edited(MessageKind),
+    /// Deleted: the content is gone.
+    Deleted,
+}
+
+impl MessageChange {
+    /// `data.change` of the `message.status.update` it causes, and its timeline step's kind.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            MessageChange::Edited(_) => "edited",
+            MessageChange::Deleted => "deleted",
+        }
+    }
+}
+
 impl InboundContext {
     /// Whether the context says nothing (not a reply, not forwarded, no referral).
     pub fn is_empty(&self) -> bool {

@@ -20,10 +20,10 @@ mod text;
 pub mod timeline;
 
 pub use kinds::{
-    ContactsMember, InboundContext, LocationMember, MAX_SHARED_CONTACTS, MediaMember, MessageKind,
-    OrderItem, OrderMember, ProviderIssue, ReactionMember, Referral, ReplyTo, SystemMember,
-    TextMember, UnsupportedMember, inbound_interactive, reaction, shown, validate_contacts,
-    validate_location, validate_reaction_emoji,
+    ContactsMember, InboundContext, LocationMember, MAX_SHARED_CONTACTS, MediaMember,
+    MessageChange, MessageKind, OrderItem, OrderMember, ProviderIssue, ReactionMember, Referral,
+    ReplyTo, SystemMember, TextMember, UnsupportedMember, inbound_interactive, reaction, shown,
+    validate_contacts, validate_location, validate_reaction_emoji,
 };
 pub use media::{
     MEDIA_UPLOAD_REUSE, MediaInput, MediaIssue, MediaLimit, SNIFF_BYTES, WHATSAPP_AUDIO_TYPES,
@@ -179,10 +179,12 @@ impl MessageStatus {
     }
 }
 
-/// A status a provider (or the sandbox tools) reports for an outbound message.
+/// A status a provider (or the sandbox tools) reports for an outbound message (WhatsApp's
+/// `played`, a voice message listened to, counts as `read`).
 pub fn parse_reported_status(s: &str) -> Option<MessageStatus> {
     match s {
         "sent" => Some(MessageStatus::Sent),
+        "played" => Some(MessageStatus::Read),
         "delivered" => Some(MessageStatus::Delivered),
         "read" => Some(MessageStatus::Read),
         "failed" => Some(MessageStatus::Failed),

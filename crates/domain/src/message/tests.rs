@@ -22,6 +22,7 @@ fn statuses_move_forward_only() {
     assert_eq!(MessageStatus::predecessors(Delivered), vec![Queued, Sent]);
     assert_eq!(MessageStatus::predecessors(Failed), vec![Queued, Sent]);
     assert_eq!(parse_reported_status("read"), Some(Read));
+    assert_eq!(parse_reported_status("played"), Some(Read));
     assert_eq!(parse_reported_status("received"), None);
 }
 

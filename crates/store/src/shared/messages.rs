@@ -7,10 +7,11 @@ use uuid::Uuid;
 
 use super::{Backend, Db};
 use crate::{
-    BatchChange, BatchEffectsFn, BatchOutcome, ConversationPolicy, EffectsFn, HistoryCursor,
-    IdempotencyCompletion, InboundOutcome, InboundSender, MessageFilter, MessageRecord, MessageRef,
-    MessageStep, MessageStore, NewConsent, NewOutbound, ProviderBatch, RecipientRef,
-    RecordedOutbound, StatusOutcome, StoreError, StoreResult,
+    BatchChange, BatchEffectsFn, BatchOutcome, ChangeOutcome, ConversationPolicy, EffectsFn,
+    HistoryCursor, IdempotencyCompletion, InboundOutcome, InboundSender, MessageFilter,
+    MessageRecord, MessageRef, MessageStep, MessageStore, NewChange, NewConsent, NewOutbound,
+    NewStatus, ProviderBatch, RecipientRef, RecordedOutbound, StatusOutcome, StoreError,
+    StoreResult,
 };
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{ChannelIdentity, ChannelType};
@@ -247,6 +248,33 @@ async fn message_by_provider_id(
     .fetch_optional(&mut *conn)
     .await?;
     row.map(TryInto::try_into).transpose()
+}
+
+/// Keeps the pricing and conversation a status reported as the message's last, when they
+/// differ from what it has (no event: the status did not change).
+async fn keep_billing(conn: &mut Conn, message: &MessageRecord, s: &NewStatus) -> StoreResult<()> {
+    let pricing = s
+        .pricing
+        .as_ref()
+        .filter(|p| message.pricing.as_ref() != Some(*p));
+    let conversation = s
+        .provider_conversation
+        .as_ref()
+        .filter(|c| message.provider_conversation.as_ref() != Some(*c));
+    if pricing.is_none() && conversation.is_none() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE messages SET pricing = COALESCE($1, pricing),
+                provider_conversation = COALESCE($2, provider_conversation)
+         WHERE id = $3",
+    )
+    .bind(pricing.map(Json))
+    .bind(conversation.map(Json))
+    .bind(message.id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// The condition `status IN (...)` for the statuses from which `next` can be reached
@@ -725,15 +753,24 @@ impl MessageStore for Backend {
                 outcome.statuses.push(StatusOutcome::NotFound);
                 continue;
             };
-            if message.direction != Direction::Outbound || !message.status.can_advance_to(s.status)
-            {
+            if message.direction != Direction::Outbound {
+                outcome.statuses.push(StatusOutcome::Ignored { message });
+                continue;
+            }
+            if !message.status.can_advance_to(s.status) {
+                // A late or repeated status moves nothing, but the pricing and conversation it
+                // reports are the message's last (unchanged when the same callback comes again).
+                keep_billing(&mut tx, &message, s).await?;
+                let message = fetch_message(&mut tx, message.id).await?;
                 outcome.statuses.push(StatusOutcome::Ignored { message });
                 continue;
             }
             // Conditional on the status still allowing the move: concurrent updates cannot
             // move a message backwards.
             let sql = format!(
-                "UPDATE messages SET status = $1, error = COALESCE($2, error), updated_at = $3
+                "UPDATE messages SET status = $1, error = COALESCE($2, error), updated_at = $3,
+                        pricing = COALESCE($5, pricing),
+                        provider_conversation = COALESCE($6, provider_conversation)
                  WHERE id = $4 AND {}",
                 predecessor_condition(s.status)
             );
@@ -742,6 +779,8 @@ impl MessageStore for Backend {
                 .bind(s.error.as_ref().map(Json))
                 .bind(batch.now)
                 .bind(message.id)
+                .bind(s.pricing.as_ref().map(Json))
+                .bind(s.provider_conversation.as_ref().map(Json))
                 .execute(&mut *tx)
                 .await?;
             if done.rows_affected() == 0 {
@@ -779,6 +818,82 @@ impl MessageStore for Backend {
                 .fetch_optional(self.reader())
                 .await?;
         row.ok_or(StoreError::NotFound)?.try_into()
+    }
+
+    async fn record_message_changes(
+        &self,
+        channel_id: i64,
+        changes: Vec<NewChange>,
+        now: Timestamp,
+        effects: BatchEffectsFn<'_>,
+    ) -> StoreResult<Vec<ChangeOutcome>> {
+        let mut out = Vec::with_capacity(changes.len());
+        if changes.is_empty() {
+            return Ok(out);
+        }
+        let mut tx = self.write().await?;
+        for c in &changes {
+            let found = message_by_provider_id(&mut tx, channel_id, &c.provider_message_id).await?;
+            let Some(m) = found.filter(|m| m.direction == Direction::Inbound) else {
+                out.push(ChangeOutcome::Ignored);
+                continue;
+            };
+            let unchanged = match &c.edited {
+                Some((t, content)) => *t == m.message_type && *content == m.content,
+                None => false,
+            };
+            if m.deleted_at.is_some() || unchanged {
+                out.push(ChangeOutcome::Ignored);
+                continue;
+            }
+            let at = c.at.min(now);
+            let (kind, change) = match &c.edited {
+                Some((t, content)) => {
+                    sqlx::query(
+                        "UPDATE messages SET type = $1, content = $2, edited_at = $3, updated_at = $4 WHERE id = $5",
+                    )
+                    .bind(t.as_str())
+                    .bind(Json(content))
+                    .bind(at)
+                    .bind(now)
+                    .bind(m.id)
+                    .execute(&mut *tx)
+                    .await?;
+                    (StepKind::Edited, "edited")
+                }
+                None => {
+                    sqlx::query(
+                        "UPDATE messages SET content = $1, deleted_at = $2, updated_at = $3 WHERE id = $4",
+                    )
+                    .bind(Json(Value::Null))
+                    .bind(at)
+                    .bind(now)
+                    .bind(m.id)
+                    .execute(&mut *tx)
+                    .await?;
+                    (StepKind::Deleted, "deleted")
+                }
+            };
+            insert_steps(
+                &mut tx,
+                m.id,
+                &[MessageStep {
+                    at: now,
+                    kind,
+                    detail: serde_json::json!({}),
+                }],
+            )
+            .await?;
+            let updated = fetch_message(&mut tx, m.id).await?;
+            tx.write_effects(&effects(BatchChange::Changed {
+                message: &updated,
+                change,
+            }))
+            .await?;
+            out.push(ChangeOutcome::Applied(Box::new(updated)));
+        }
+        tx.commit(Effects::none()).await?;
+        Ok(out)
     }
 
     async fn message_uuids_by_provider_ids(

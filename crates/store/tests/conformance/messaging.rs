@@ -456,6 +456,13 @@ fn batch_effects(change: BatchChange<'_>) -> Effects {
             None,
             message.updated_at,
         )),
+        BatchChange::Changed { message, change } => Effects::none().event(NewEvent::new(
+            message.org_id,
+            "message.status.update",
+            json!({"message_id": message.id, "change": change}),
+            None,
+            message.updated_at,
+        )),
     }
 }
 
@@ -565,6 +572,8 @@ async fn provider_batches_deduplicate_and_move_statuses_forward(s: SharedStore) 
         message: MessageRef::Provider(pid.into()),
         status: st,
         error: (st == MessageStatus::Failed).then(|| json!({"code": 131026})),
+        pricing: None,
+        provider_conversation: None,
     };
     let out = s
         .record_provider_batch(
@@ -644,11 +653,15 @@ async fn provider_batches_deduplicate_and_move_statuses_forward(s: SharedStore) 
                         message: MessageRef::Id(second.message.id),
                         status: MessageStatus::Failed,
                         error: Some(json!({"code": "x"})),
+                        pricing: None,
+                        provider_conversation: None,
                     },
                     NewStatus {
                         message: MessageRef::Id(second.message.id),
                         status: MessageStatus::Delivered,
                         error: None,
+                        pricing: None,
+                        provider_conversation: None,
                     },
                 ],
                 now: t(6_000),
@@ -681,6 +694,8 @@ async fn provider_batches_deduplicate_and_move_statuses_forward(s: SharedStore) 
                         message: MessageRef::Id(sent.message.id),
                         status: MessageStatus::Read,
                         error: None,
+                        pricing: None,
+                        provider_conversation: None,
                     },
                     status("wamid.out", MessageStatus::Read),
                 ],
@@ -1369,6 +1384,8 @@ async fn a_message_journey_is_kept_and_read_oldest_first(s: SharedStore) {
                     error: (status == MessageStatus::Failed).then(|| {
                         json!({"code": "provider_rejected", "provider_code": 131026, "message": "undeliverable"})
                     }),
+                    pricing: None,
+                    provider_conversation: None,
                 }],
                 now: t(at),
             },
