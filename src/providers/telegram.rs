@@ -191,6 +191,44 @@ pub fn request(chat_id: &str, content: &Content) -> Result<(&'static str, Value)
                 "Telegram channels have no provider templates.".into(),
             ));
         }
+        Content::Reaction(_) => {
+            return Err(ProviderError::Unsupported(
+                "Telegram channels do not send reactions yet.".into(),
+            ));
+        }
+        // A venue when it has a name and an address (Telegram needs both), else a location.
+        Content::Location(l) => match (&l.name, &l.address) {
+            (Some(title), Some(address)) => (
+                "sendVenue",
+                json!({ "chat_id": chat_id, "latitude": l.latitude, "longitude": l.longitude,
+                        "title": title, "address": address }),
+            ),
+            _ => (
+                "sendLocation",
+                json!({ "chat_id": chat_id, "latitude": l.latitude, "longitude": l.longitude }),
+            ),
+        },
+        // One contact per message (checked before: `check_content`).
+        Content::Contacts(c) => {
+            let contact = c.contacts.first().cloned().unwrap_or(Value::Null);
+            let name = |k: &str| {
+                contact
+                    .pointer(&format!("/name/{k}"))
+                    .and_then(Value::as_str)
+            };
+            let first = name("first_name")
+                .or_else(|| name("formatted_name"))
+                .unwrap_or("");
+            let mut body = json!({
+                "chat_id": chat_id,
+                "phone_number": contact.pointer("/phones/0/phone").and_then(Value::as_str).unwrap_or(""),
+                "first_name": first,
+            });
+            if let Some(last) = name("last_name") {
+                body["last_name"] = json!(last);
+            }
+            ("sendContact", body)
+        }
     })
 }
 
@@ -246,11 +284,30 @@ impl Provider for Telegram {
     }
 
     fn supports(&self, message_type: MessageType) -> bool {
-        message_type != MessageType::Template
+        matches!(
+            message_type,
+            MessageType::Text
+                | MessageType::Interactive
+                | MessageType::Media
+                | MessageType::Location
+                | MessageType::Contacts
+        )
     }
 
     fn check_content(&self, content: &Content) -> ValidationErrors {
         let mut errors = ValidationErrors::new();
+        if let Content::Contacts(c) = content {
+            if c.contacts.len() != 1 {
+                errors.add("contacts", "Telegram sends one contact per message");
+            }
+            if c.contacts
+                .first()
+                .and_then(|c| c.pointer("/phones/0/phone"))
+                .is_none()
+            {
+                errors.add("contacts[0].phones", "Telegram needs the contact's phone");
+            }
+        }
         if let Content::Interactive(v) = content {
             let too_long = |id: &Value| {
                 id.as_str()

@@ -256,6 +256,29 @@ pub fn payload(to_digits: &str, content: &Content) -> Value {
             body["type"] = json!("template");
             body["template"] = template;
         }
+        Content::Reaction(r) => {
+            // An empty emoji removes the reaction.
+            body["type"] = json!("reaction");
+            body["reaction"] = json!({
+                "message_id": r.provider_message_id,
+                "emoji": r.emoji.as_deref().unwrap_or(""),
+            });
+        }
+        Content::Location(l) => {
+            let mut location = json!({ "latitude": l.latitude, "longitude": l.longitude });
+            if let Some(n) = &l.name {
+                location["name"] = json!(n);
+            }
+            if let Some(a) = &l.address {
+                location["address"] = json!(a);
+            }
+            body["type"] = json!("location");
+            body["location"] = location;
+        }
+        Content::Contacts(c) => {
+            body["type"] = json!("contacts");
+            body["contacts"] = json!(c.contacts);
+        }
     }
     body
 }

@@ -15,6 +15,7 @@ both_backends!(
     message_kinds_telegram_inbound_every_kind,
     message_kinds_edits_and_deletions,
     message_kinds_statuses_and_number_changes,
+    message_kinds_outbound_reaction_location_contacts,
 );
 
 const MESSAGES: &str = "/api/v1/integrations/messages";
@@ -1003,5 +1004,205 @@ async fn message_kinds_statuses_and_number_changes(backend: Backend) {
             .await
             .len(),
         1
+    );
+}
+
+async fn send_body(server: &Server, seed: &Seed, body: Value) -> Resp {
+    server
+        .post_with(
+            MESSAGES,
+            &seed.key,
+            &body,
+            &[("Idempotency-Key", &uuid::Uuid::new_v4().to_string())],
+        )
+        .await
+}
+
+fn fields(r: &Resp) -> Vec<String> {
+    r.body["error"]["details"]["fields"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no field details in {}", r.text))
+        .iter()
+        .map(|f| f["field"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn message_kinds_outbound_reaction_location_contacts(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let graph = Fake::graph(WA_TOKEN).await;
+    let bot = Fake::telegram(TG_TOKEN).await;
+    let wa_uuid = whatsapp_channel(&env, &seed, &graph).await;
+    let tg_uuid = telegram_channel(&env, &seed, &bot).await;
+    let server = env.start(&[]).await;
+    let now = unix_now();
+    // Two customers write in (the window opens); one message of each.
+    let hook = wa_webhook(
+        PHONE_NUMBER_ID,
+        vec![
+            wa_text(PHONE_DIGITS, "wamid.IN1", now - 5, "Hi"),
+            wa_text("4915123456700", "wamid.OTHER", now - 5, "Hello"),
+        ],
+        vec![],
+    );
+    wa_callback(&server, &wa_uuid, &hook).await.expect(200);
+    let all = inbound_by_provider_id(&server, &seed.key).await;
+    let mine = find(&all, "wamid.IN1").clone();
+    let other = find(&all, "wamid.OTHER").clone();
+    let to = json!({"channel_slug": "wa", "contact_uuid": mine["contact_uuid"]});
+    let with = |extra: Value| {
+        let mut b = to.clone();
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        b
+    };
+    let sends_before = graph.received().await.len();
+
+    // Bad input: clear 4xx, nothing sent.
+    let r = send_body(
+        &server,
+        &seed,
+        with(json!({"reaction": {"message_uuid": other["uuid"], "emoji": "👍"}})),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+    assert_eq!(fields(&r), ["reaction.message_uuid"]);
+    let r = send_body(
+        &server,
+        &seed,
+        with(json!({"location": {"latitude": 91.5, "longitude": 13.4}})),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+    assert_eq!(fields(&r), ["location.latitude"]);
+    let r = send_body(&server, &seed, with(json!({"contacts": []})))
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(fields(&r), ["contacts"]);
+    let r = send_body(
+        &server,
+        &seed,
+        with(json!({"location": {"latitude": 1, "longitude": 2}, "message": "x"})),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+    assert_eq!(fields(&r), ["message"]);
+    assert_eq!(
+        graph.received().await.len(),
+        sends_before,
+        "nothing was sent"
+    );
+
+    // A reaction, its removal, a location and contacts, as WhatsApp takes them.
+    let r = send_body(
+        &server,
+        &seed,
+        with(json!({"reaction": {"message_uuid": mine["uuid"], "emoji": "👍"}})),
+    )
+    .await
+    .expect(201);
+    assert_eq!(r.body["message"]["type"], "reaction");
+    assert_eq!(
+        r.body["message"]["reaction"],
+        json!({"emoji": "👍", "message_uuid": mine["uuid"], "provider_message_id": "wamid.IN1"})
+    );
+    let r = send_body(
+        &server,
+        &seed,
+        with(json!({"reaction": {"message_uuid": mine["uuid"], "emoji": ""}})),
+    )
+    .await
+    .expect(201);
+    assert_eq!(r.body["message"]["reaction"]["emoji"], Value::Null);
+    let r = send_body(
+        &server,
+        &seed,
+        with(json!({"location": {"latitude": 52.52, "longitude": 13.405,
+        "name": "Office", "address": "Main St 1"}})),
+    )
+    .await
+    .expect(201);
+    assert_eq!(r.body["message"]["location"]["name"], "Office");
+    let card = json!([{"name": {"formatted_name": "Ann Lee", "first_name": "Ann", "last_name": "Lee"},
+        "phones": [{"phone": "+4915123456789", "type": "CELL"}]}]);
+    let r = send_body(&server, &seed, with(json!({"contacts": card})))
+        .await
+        .expect(201);
+    assert_eq!(r.body["message"]["contacts"]["contacts"], card);
+    let sent: Vec<Value> = graph.received().await[sends_before..]
+        .iter()
+        .map(|r| r.body.clone())
+        .collect();
+    assert_eq!(sent.len(), 4);
+    assert_eq!(
+        (sent[0]["type"].as_str(), &sent[0]["reaction"]),
+        (
+            Some("reaction"),
+            &json!({"message_id": "wamid.IN1", "emoji": "👍"})
+        )
+    );
+    assert_eq!(sent[1]["reaction"]["emoji"], "");
+    assert_eq!(
+        sent[2]["location"],
+        json!({"latitude": 52.52, "longitude": 13.405, "name": "Office", "address": "Main St 1"})
+    );
+    assert_eq!(sent[3]["contacts"], card);
+
+    // Telegram: a reaction is not sent (422 before any call); a venue and a contact are.
+    let tg_update_body = json!({"update_id": 1, "message": {"message_id": 3, "date": now,
+        "chat": {"id": 4242, "type": "private"}, "from": {"id": 4242, "first_name": "Grace"}, "text": "hey"}});
+    tg_update(&server, &tg_uuid, &tg_update_body)
+        .await
+        .expect(200);
+    let all = inbound_by_provider_id(&server, &seed.key).await;
+    let tg_msg = find(&all, "4242:3").clone();
+    let tg_to = |extra: Value| {
+        let mut b = json!({"channel_slug": "bot", "contact_uuid": tg_msg["contact_uuid"]});
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        b
+    };
+    let calls_before = bot.received().await.len();
+    let r = send_body(
+        &server,
+        &seed,
+        tg_to(json!({"reaction": {"message_uuid": tg_msg["uuid"], "emoji": "👍"}})),
+    )
+    .await
+    .expect_error(422, "unsupported_for_channel");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("telegram"),
+        "{}",
+        r.text
+    );
+    assert_eq!(bot.received().await.len(), calls_before);
+    send_body(
+        &server,
+        &seed,
+        tg_to(
+            json!({"location": {"latitude": 48.8584, "longitude": 2.2945,
+        "name": "Eiffel Tower", "address": "Champ de Mars"}}),
+        ),
+    )
+    .await
+    .expect(201);
+    send_body(&server, &seed, tg_to(json!({"contacts": card})))
+        .await
+        .expect(201);
+    let calls: Vec<_> = bot.received().await[calls_before..].to_vec();
+    assert!(calls[0].path.ends_with("/sendVenue"), "{}", calls[0].path);
+    assert_eq!(calls[0].body["title"], "Eiffel Tower");
+    assert!(calls[1].path.ends_with("/sendContact"), "{}", calls[1].path);
+    assert_eq!(
+        (
+            calls[1].body["phone_number"].as_str(),
+            calls[1].body["first_name"].as_str()
+        ),
+        (Some("+4915123456789"), Some("Ann"))
     );
 }

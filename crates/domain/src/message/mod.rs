@@ -203,6 +203,11 @@ pub enum Content {
     Interactive(Value),
     Media(Media),
     Template(Template),
+    /// A reaction to a message of the recipient's: `message_uuid` is ours, `provider_message_id`
+    /// the provider's (resolved by the send before the provider call); `emoji` null removes it.
+    Reaction(ReactionMember),
+    Location(LocationMember),
+    Contacts(ContactsMember),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -234,6 +239,9 @@ impl Content {
             Content::Interactive(_) => MessageType::Interactive,
             Content::Media(_) => MessageType::Media,
             Content::Template(_) => MessageType::Template,
+            Content::Reaction(_) => MessageType::Reaction,
+            Content::Location(_) => MessageType::Location,
+            Content::Contacts(_) => MessageType::Contacts,
         }
     }
 
@@ -266,13 +274,11 @@ impl Content {
                     .cloned()
                     .unwrap_or_default(),
             }),
+            MessageType::Reaction => Content::Reaction(serde_json::from_value(v.clone()).ok()?),
+            MessageType::Location => Content::Location(serde_json::from_value(v.clone()).ok()?),
+            MessageType::Contacts => Content::Contacts(serde_json::from_value(v.clone()).ok()?),
             // Kinds without an outbound [`Content`] form (see [`MessageKind`]).
-            MessageType::Reaction
-            | MessageType::Location
-            | MessageType::Contacts
-            | MessageType::Order
-            | MessageType::System
-            | MessageType::Unsupported => return None,
+            MessageType::Order | MessageType::System | MessageType::Unsupported => return None,
         })
     }
 
@@ -289,6 +295,9 @@ impl Content {
             Content::Interactive(v) => v.clone(),
             Content::Media(m) => serde_json::to_value(m).expect("media serializes"),
             Content::Template(t) => serde_json::to_value(t).expect("template serializes"),
+            Content::Reaction(r) => serde_json::to_value(r).expect("reaction serializes"),
+            Content::Location(l) => serde_json::to_value(l).expect("location serializes"),
+            Content::Contacts(c) => serde_json::to_value(c).expect("contacts serialize"),
         }
     }
 }
