@@ -286,6 +286,18 @@ pub trait Provider: Send + Sync {
         ))
     }
 
+    /// Marks an inbound message read at the provider (WhatsApp: `status: read`, with the
+    /// typing indicator when `typing`).
+    async fn mark_read(
+        &self,
+        _provider_message_id: &str,
+        _typing: bool,
+    ) -> Result<(), ProviderError> {
+        Err(ProviderError::Unsupported(
+            "This channel type has no read receipts.".into(),
+        ))
+    }
+
     /// Every template of the provider account behind the channel (all pages).
     async fn list_templates(&self) -> Result<Vec<RemoteTemplate>, ProviderError> {
         Err(ProviderError::Unsupported(

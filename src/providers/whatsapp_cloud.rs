@@ -434,6 +434,32 @@ impl Provider for WhatsappCloud {
         true
     }
 
+    /// `POST /{phone_number_id}/messages` `{"messaging_product": "whatsapp", "status": "read",
+    /// "message_id"}`, with `"typing_indicator": {"type": "text"}` when `typing`.
+    async fn mark_read(
+        &self,
+        provider_message_id: &str,
+        typing: bool,
+    ) -> Result<(), ProviderError> {
+        let (phone_number_id, token) = self.sender()?;
+        let url = self.messages_url(phone_number_id)?;
+        let mut body = json!({
+            "messaging_product": "whatsapp",
+            "status": "read",
+            "message_id": provider_message_id,
+        });
+        if typing {
+            body["typing_indicator"] = json!({ "type": "text" });
+        }
+        let (status, answer) =
+            graph_call(self.http.post(url).bearer_auth(token).json(&body)).await?;
+        if (200..300).contains(&status) {
+            return Ok(());
+        }
+        // The error shape is a send's.
+        read_send_answer(status, &answer).map(|_| ())
+    }
+
     /// `POST /{phone_number_id}/media`, multipart: `messaging_product=whatsapp`, `type=<mime>`,
     /// `file=<bytes>` (the buffer is handed to the request without a copy).
     async fn upload_media(&self, file: super::MediaFile) -> Result<String, ProviderError> {

@@ -612,6 +612,16 @@ fn graph_router(inner: Arc<Inner>) -> Router {
         let Ok(value) = serde_json::from_slice::<Value>(&body) else {
             return graph_error(400, 100, "(#100) The parameter body is invalid JSON", None);
         };
+        // A read receipt (optionally with the typing indicator): `{"success": true}`.
+        if value["status"] == "read" {
+            if value["messaging_product"] != "whatsapp" || !value["message_id"].is_string() {
+                return graph_error(400, 100, "(#100) Invalid parameter: message_id", None);
+            }
+            if !value["typing_indicator"].is_null() && value["typing_indicator"]["type"] != "text" {
+                return graph_error(400, 100, "(#100) Invalid parameter: typing_indicator", None);
+            }
+            return json_response(200, json!({ "success": true }));
+        }
         if let Err(why) = check_graph_body(&value) {
             return graph_error(400, 100, &format!("(#100) Invalid parameter: {why}"), None);
         }

@@ -16,6 +16,7 @@ both_backends!(
     message_kinds_edits_and_deletions,
     message_kinds_statuses_and_number_changes,
     message_kinds_outbound_reaction_location_contacts,
+    message_kinds_read_receipts,
 );
 
 const MESSAGES: &str = "/api/v1/integrations/messages";
@@ -1204,5 +1205,89 @@ async fn message_kinds_outbound_reaction_location_contacts(backend: Backend) {
             calls[1].body["first_name"].as_str()
         ),
         (Some("+4915123456789"), Some("Ann"))
+    );
+}
+
+async fn message_kinds_read_receipts(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let graph = Fake::graph(WA_TOKEN).await;
+    let bot = Fake::telegram(TG_TOKEN).await;
+    let wa_uuid = whatsapp_channel(&env, &seed, &graph).await;
+    let tg_uuid = telegram_channel(&env, &seed, &bot).await;
+    let server = env.start(&[]).await;
+    let now = unix_now();
+    let hook = wa_webhook(
+        PHONE_NUMBER_ID,
+        vec![wa_text(
+            PHONE_DIGITS,
+            "wamid.READ1",
+            now - 5,
+            "Anyone there?",
+        )],
+        vec![],
+    );
+    wa_callback(&server, &wa_uuid, &hook).await.expect(200);
+    tg_update(&server, &tg_uuid, &json!({"update_id": 1, "message": {"message_id": 3, "date": now,
+        "chat": {"id": 4242, "type": "private"}, "from": {"id": 4242, "first_name": "Grace"}, "text": "hey"}}))
+        .await
+        .expect(200);
+    let all = inbound_by_provider_id(&server, &seed.key).await;
+    let wa_msg = find(&all, "wamid.READ1")["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let tg_msg = find(&all, "4242:3")["uuid"].as_str().unwrap().to_owned();
+    let read = |uuid: &str| format!("{MESSAGES}/{uuid}/read");
+
+    let before = graph.received().await.len();
+    let r = server
+        .post(&read(&wa_msg), &seed.key, &json!({}))
+        .await
+        .expect(202);
+    assert_eq!(r.body["message_uuid"], wa_msg.as_str());
+    let r = server
+        .post(&read(&wa_msg), &seed.key, &json!({"typing": true}))
+        .await
+        .expect(202);
+    assert_eq!(r.body["typing"], true);
+    let calls: Vec<Value> = graph.received().await[before..]
+        .iter()
+        .map(|c| c.body.clone())
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            json!({"messaging_product": "whatsapp", "status": "read", "message_id": "wamid.READ1"}),
+            json!({"messaging_product": "whatsapp", "status": "read", "message_id": "wamid.READ1",
+                "typing_indicator": {"type": "text"}}),
+        ]
+    );
+    // Telegram has no read receipts; an outbound message is not marked; unknown: 404.
+    server
+        .post(&read(&tg_msg), &seed.key, &json!({}))
+        .await
+        .expect_error(422, "unsupported_for_channel");
+    let out = send_text(&server, &seed, "We are here").await;
+    server
+        .post(&read(out["uuid"].as_str().unwrap()), &seed.key, &json!({}))
+        .await
+        .expect_error(422, "validation_failed");
+    server
+        .post(
+            &read(&uuid::Uuid::new_v4().to_string()),
+            &seed.key,
+            &json!({}),
+        )
+        .await
+        .expect_error(404, "not_found");
+    server
+        .post(&read(&wa_msg), &seed.key, &json!({"typing": "yes"}))
+        .await
+        .expect_error(400, "malformed_json");
+    assert_eq!(
+        graph.received().await.len(),
+        before + 3,
+        "only the two receipts and the send"
     );
 }

@@ -76,6 +76,7 @@ pub fn endpoints(scope: Scope) -> &'static [EndpointRef] {
             v1!("POST", "/messages/media"),
             v1!("POST", "/messages/template"),
             v1!("POST", "/messages/batch"),
+            v1!("POST", "/messages/{uuid}/read"),
             e!("POST", "/api/send"),
             e!("POST", "/api/send/media"),
             e!("POST", "/api/send/template"),
