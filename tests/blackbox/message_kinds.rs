@@ -17,6 +17,7 @@ both_backends!(
     message_kinds_statuses_and_number_changes,
     message_kinds_outbound_reaction_location_contacts,
     message_kinds_read_receipts,
+    message_kinds_reachability,
 );
 
 const MESSAGES: &str = "/api/v1/integrations/messages";
@@ -1290,4 +1291,97 @@ async fn message_kinds_read_receipts(backend: Backend) {
         before + 3,
         "only the two receipts and the send"
     );
+}
+
+async fn message_kinds_reachability(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let graph = Fake::graph(WA_TOKEN).await;
+    let wa_uuid = whatsapp_channel(&env, &seed, &graph).await;
+    let server = env.start(&[]).await;
+    let wa_id = env
+        .admin(&["channel", "list", "--org", &seed.org_id.to_string()])
+        .await;
+    let wa_id = wa_id["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["uuid"] == wa_uuid.as_str())
+        .unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let now = unix_now();
+    // A contact the business knows but who never wrote: no free-form on WhatsApp.
+    let created = env
+        .admin(&[
+            "contact",
+            "create",
+            "--org",
+            &seed.org_id.to_string(),
+            "--phone",
+            "+4915123456711",
+        ])
+        .await;
+    let quiet = created["uuid"].as_str().unwrap().to_owned();
+    let reach = |uuid: &str, channel: Option<i64>| {
+        let q = channel
+            .map(|c| format!("?channel_id={c}"))
+            .unwrap_or_default();
+        format!("/api/v1/integrations/contacts/{uuid}/reachability{q}")
+    };
+    let r = server
+        .get(&reach(&quiet, Some(wa_id)), &seed.key)
+        .await
+        .expect(200);
+    assert_eq!(r.body["channel"]["id"], wa_id);
+    assert_eq!(
+        r.body["free_form"],
+        json!({"allowed": false, "reason": "conversation_required", "window_closes_at": null})
+    );
+    assert_eq!(r.body["templates"]["approved"], 0);
+    assert!(r.body["next_send_at"].is_string());
+    // A customer who just wrote: free-form until 24 hours after their message.
+    let hook = wa_webhook(
+        PHONE_NUMBER_ID,
+        vec![wa_text(PHONE_DIGITS, "wamid.R1", now, "Hi")],
+        vec![],
+    );
+    wa_callback(&server, &wa_uuid, &hook).await.expect(200);
+    let all = inbound_by_provider_id(&server, &seed.key).await;
+    let writer = find(&all, "wamid.R1")["contact_uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = server
+        .get(&reach(&writer, Some(wa_id)), &seed.key)
+        .await
+        .expect(200);
+    assert_eq!(r.body["free_form"]["allowed"], true, "{}", r.text);
+    assert_eq!(r.body["free_form"]["reason"], Value::Null);
+    let closes = r.body["free_form"]["window_closes_at"].as_str().unwrap();
+    let closes = chrono::DateTime::parse_from_rfc3339(closes)
+        .unwrap()
+        .timestamp();
+    assert_eq!(closes, now + 86_400);
+    // The sandbox channel (the key's default selection) has no window.
+    let r = server
+        .get(&reach(&quiet, Some(seed.channel_id)), &seed.key)
+        .await
+        .expect(200);
+    assert_eq!(r.body["free_form"]["allowed"], true);
+    // Unknown contact: 404; a bad parameter: 400.
+    server
+        .get(
+            &reach(&uuid::Uuid::new_v4().to_string(), Some(wa_id)),
+            &seed.key,
+        )
+        .await
+        .expect_error(404, "not_found");
+    server
+        .get(
+            &format!("/api/v1/integrations/contacts/{quiet}/reachability?channel=1"),
+            &seed.key,
+        )
+        .await
+        .expect_error(400, "invalid_request");
 }

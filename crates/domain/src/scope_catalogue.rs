@@ -45,6 +45,7 @@ pub fn endpoints(scope: Scope) -> &'static [EndpointRef] {
         Scope::ContactsRead => &[
             v1!("GET", "/contacts"),
             v1!("GET", "/contacts/{uuid}"),
+            v1!("GET", "/contacts/{uuid}/reachability"),
             e!("GET", "/api/contacts"),
             e!("GET", "/api/contacts/{uuid}"),
         ],
