@@ -558,6 +558,49 @@ mod tests {
     }
 
     #[test]
+    fn locations_venues_and_contacts_follow_the_bot_api() {
+        use switchboard_domain::message::{ContactsMember, LocationMember};
+        let place = |name: Option<&str>, address: Option<&str>| {
+            request(
+                "42",
+                &Content::Location(LocationMember {
+                    latitude: 1.0,
+                    longitude: 2.0,
+                    name: name.map(str::to_owned),
+                    address: address.map(str::to_owned),
+                    url: None,
+                }),
+            )
+            .unwrap()
+        };
+        assert_eq!(place(None, None).0, "sendLocation");
+        assert_eq!(
+            place(Some("Cafe"), None).0,
+            "sendLocation",
+            "a venue needs both"
+        );
+        let (m, b) = place(Some("Cafe"), Some("Main St"));
+        assert_eq!(m, "sendVenue");
+        assert_eq!(
+            (b["title"].as_str(), b["address"].as_str()),
+            (Some("Cafe"), Some("Main St"))
+        );
+        let (m, b) = request(
+            "42",
+            &Content::Contacts(ContactsMember {
+                contacts: vec![json!({"name": {"formatted_name": "Ann Lee", "first_name": "Ann", "last_name": "Lee"},
+                    "phones": [{"phone": "+4915123456789"}]})],
+            }),
+        )
+        .unwrap();
+        assert_eq!(m, "sendContact");
+        assert_eq!(
+            b,
+            json!({"chat_id": 42, "phone_number": "+4915123456789", "first_name": "Ann", "last_name": "Lee"})
+        );
+    }
+
+    #[test]
     fn requests_follow_the_bot_api() {
         let (m, b) = request(
             "42",

@@ -788,6 +788,56 @@ mod tests {
     use switchboard_domain::message::{Media, MessageKind, Template};
 
     #[test]
+    fn reactions_locations_and_contacts_follow_the_graph_api() {
+        use switchboard_domain::message::{ContactsMember, LocationMember, ReactionMember};
+        let reaction = |emoji: Option<&str>| {
+            payload(
+                "4915123456789",
+                &Content::Reaction(ReactionMember {
+                    emoji: emoji.map(str::to_owned),
+                    message_uuid: None,
+                    provider_message_id: "wamid.A".into(),
+                }),
+            )
+        };
+        assert_eq!(
+            reaction(Some("👍"))["reaction"],
+            json!({"message_id": "wamid.A", "emoji": "👍"})
+        );
+        assert_eq!(
+            reaction(None)["reaction"]["emoji"],
+            "",
+            "an empty emoji removes it"
+        );
+        let location = payload(
+            "4915123456789",
+            &Content::Location(LocationMember {
+                latitude: 1.5,
+                longitude: -2.0,
+                name: Some("Office".into()),
+                address: None,
+                url: None,
+            }),
+        );
+        assert_eq!(location["type"], "location");
+        assert_eq!(
+            location["location"],
+            json!({"latitude": 1.5, "longitude": -2.0, "name": "Office"})
+        );
+        let card = json!([{"name": {"formatted_name": "Ann"}, "phones": [{"phone": "+1 555"}]}]);
+        let contacts = payload(
+            "4915123456789",
+            &Content::Contacts(ContactsMember {
+                contacts: card.as_array().unwrap().clone(),
+            }),
+        );
+        assert_eq!(
+            (contacts["type"].as_str(), &contacts["contacts"]),
+            (Some("contacts"), &card)
+        );
+    }
+
+    #[test]
     fn payloads_follow_the_graph_api() {
         let text = payload(
             "4915123456789",
