@@ -118,12 +118,121 @@ pub async fn get_contact(
     Ok(Json(ContactOut::from(&contact)))
 }
 
+/// What a send to the contact would meet now, on one channel.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Reachability {
+    pub channel: switchboard_domain::channel::ChannelIdentity,
+    /// Whether free-form content (text, interactive, media, reaction, location, contacts) may
+    /// go now.
+    pub free_form: switchboard_domain::contact::FreeForm,
+    pub templates: TemplateCount,
+    /// When the channel's pace lets the contact's next message go (this instance's pace
+    /// state; now when nothing waits).
+    pub next_send_at: switchboard_domain::Timestamp,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct TemplateCount {
+    /// The channel's approved and active templates (always allowed on WhatsApp).
+    pub approved: usize,
+}
+
+/// Whether and how the contact can be reached now, before a send: free-form allowed (and until
+/// when), approved templates, and when pacing lets the next message go.
+#[utoipa::path(
+    get,
+    path = "/api/v1/integrations/contacts/{uuid}/reachability",
+    operation_id = "get_contact_reachability_v1",
+    tag = "contacts",
+    params(
+        ("uuid" = String, Path, description = "The contact's UUID."),
+        ("channel_id" = Option<i64>, Query, description = "The channel (default: the key's channel selection, as a send's).")
+    ),
+    security(("bearer" = ["contacts:read"])),
+    responses(
+        (status = 200, description = "What a send would meet.", body = Reachability),
+        (status = 400, description = "invalid_request: an unknown or malformed parameter.", body = ErrorBody),
+        (status = 404, description = "not_found (also a deleted contact or another organization's).", body = ErrorBody),
+        (status = 422, description = "channel_conflict, no_default_channel, invalid_channel: no channel to tell about.", body = ErrorBody),
+    )
+)]
+pub async fn reachability(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(uuid): Path<String>,
+    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
+) -> ApiResult<Json<Reachability>> {
+    use switchboard_domain::channel::ChannelType;
+    use switchboard_domain::channel_selection::{ChannelRequest, select_channel};
+    use switchboard_domain::template::TemplateStatus;
+
+    principal.require(Scope::ContactsRead)?;
+    let QueryParams(pairs) = pairs?;
+    let q = ListQuery::parse(pairs, &["channel_id"])?;
+    let channel_id = q.parsed("channel_id", |raw| {
+        raw.parse::<i64>()
+            .map_err(|_| "channel_id must be an integer".to_owned())
+    })?;
+    let uuid = path_uuid(&uuid, "The contact")?;
+    let contact = state
+        .store
+        .find_contact(principal.org_id, uuid)
+        .await?
+        .ok_or_else(|| ApiError::not_found("The contact"))?;
+    let channels = state.store.list_channels(principal.org_id).await?;
+    let channel = select_channel(
+        &channels,
+        &ChannelRequest {
+            channel_id,
+            channel_slug: None,
+            key_default: principal.default_channel_id,
+        },
+    )
+    .map_err(|e| {
+        crate::http::messages::send::send_error(crate::ops::sending::SendError::Channel(e))
+    })?;
+    let now = state.clock.now();
+    let windowed = channel.channel_type == ChannelType::WhatsappCloud;
+    let conversation = if windowed {
+        state
+            .store
+            .find_open_conversation(contact.id, channel.id)
+            .await?
+    } else {
+        None
+    };
+    let approved = state
+        .store
+        .list_channel_templates(channel.id)
+        .await?
+        .iter()
+        .filter(|t| t.active && t.status == TemplateStatus::Approved)
+        .count();
+    let wait = match (windowed, contact.phone.as_ref()) {
+        (true, Some(phone)) => state.providers.pacer().wait_for(channel.id, phone.digits()),
+        _ => std::time::Duration::ZERO,
+    };
+    Ok(Json(Reachability {
+        channel: channel.identity(),
+        free_form: switchboard_domain::contact::free_form(windowed, conversation.as_ref(), now),
+        templates: TemplateCount { approved },
+        next_send_at: now.saturating_add(wait),
+    }))
+}
+
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/v1/integrations/contacts", get(list_contacts))
         .route("/api/v1/integrations/contacts/{uuid}", get(get_contact))
+        .route(
+            "/api/v1/integrations/contacts/{uuid}/reachability",
+            get(reachability),
+        )
 }
 
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(list_contacts, get_contact))]
+#[openapi(
+    paths(list_contacts, get_contact, reachability),
+    components(schemas(Reachability, TemplateCount, switchboard_domain::contact::FreeForm))
+)]
 pub struct ContactsApi;

@@ -26,7 +26,7 @@ use crate::ops::channels::provider_for;
 use crate::ops::receiving::ingest;
 use crate::providers::{InboundError, Provider};
 use switchboard_domain::channel::Channel;
-use switchboard_store::{InboundOutcome, StatusOutcome, StoreError};
+use switchboard_store::{ChangeOutcome, InboundOutcome, StatusOutcome, StoreError};
 
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::json::BODY_LIMIT;
@@ -46,6 +46,10 @@ pub struct InboundResult {
     pub statuses_ignored: usize,
     /// Items understood but not kept (other phone numbers, other webhook fields).
     pub skipped: usize,
+    /// Customers' edits and deletions applied.
+    pub changes_applied: usize,
+    /// Edits and deletions ignored (an unknown or deleted message, or the same change again).
+    pub changes_ignored: usize,
     /// Catalog templates whose status changed (WhatsApp `message_template_status_update`).
     pub templates_updated: usize,
     /// Template status changes for unknown templates, or that changed nothing.
@@ -188,7 +192,14 @@ pub async fn callback(
         .iter()
         .filter(|s| matches!(s, StatusOutcome::Applied { .. }))
         .count();
+    let changes_applied = outcome
+        .changes
+        .iter()
+        .filter(|c| matches!(c, ChangeOutcome::Applied(_)))
+        .count();
     Ok(axum::Json(InboundResult {
+        changes_applied,
+        changes_ignored: outcome.changes.len() - changes_applied,
         received,
         duplicates: outcome.messages.len() - received,
         statuses_applied: applied,

@@ -20,6 +20,7 @@ pub mod list_query;
 pub mod messages;
 pub mod observe;
 pub mod openapi;
+mod openapi_kinds;
 mod openapi_webhooks;
 pub mod pagination;
 pub mod path;

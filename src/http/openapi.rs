@@ -21,7 +21,16 @@ use super::state::AppState;
         version = "v1",
         description = "Organization-scoped API keys with scopes, channel-aware message sending, organization data reads and signed webhooks with durable delivery. Every error has the body {\"error\": {\"code\", \"message\", \"request_id\", \"details\"}}; every authenticated response carries RateLimit headers; every response carries X-Request-Id."
     ),
-    components(schemas(ErrorBody, ErrorObject, switchboard_domain::FieldError, switchboard_domain::channel::ChannelIdentity)),
+    components(schemas(
+        ErrorBody, ErrorObject, switchboard_domain::FieldError, switchboard_domain::channel::ChannelIdentity,
+        switchboard_domain::message::TextMember, switchboard_domain::message::MediaMember,
+        switchboard_domain::message::ReactionMember, switchboard_domain::message::LocationMember,
+        switchboard_domain::message::ContactsMember, switchboard_domain::message::OrderMember,
+        switchboard_domain::message::OrderItem, switchboard_domain::message::SystemMember,
+        switchboard_domain::message::UnsupportedMember, switchboard_domain::message::ProviderIssue,
+        switchboard_domain::message::InboundContext, switchboard_domain::message::ReplyTo,
+        switchboard_domain::message::Referral,
+    )),
     tags(
         (name = "channels", description = "Messaging channels."),
         (name = "contacts", description = "The organization's contacts: find the contact_uuid a send or a filter needs."),
@@ -140,6 +149,7 @@ fn rendered() -> &'static str {
     static DOC: OnceLock<String> = OnceLock::new();
     DOC.get_or_init(|| {
         let mut doc = serde_json::to_value(document()).expect("the OpenAPI document serializes");
+        super::openapi_kinds::add_to(&mut doc);
         super::openapi_webhooks::add_to(&mut doc);
         serde_json::to_string_pretty(&doc).expect("the OpenAPI document serializes")
     })

@@ -4,7 +4,8 @@
 //! * `message.sent`: every outbound message recorded by a send, with its `status` (`sent`, or
 //!   `failed` when the provider rejected it);
 //! * `message.received`: every new inbound message;
-//! * `message.status.update`: every status change of an outbound message;
+//! * `message.status.update`: every status change of an outbound message, and every edit or
+//!   deletion of an inbound message by the customer (`data.change`: `edited` or `deleted`);
 //! * `contact.created`, `conversation.created`: when a send or an inbound message creates them;
 //! * `contact.created`, `contact.updated`, `contact.deleted`: the contact changes of
 //!   `super::contacts`.
@@ -100,6 +101,18 @@ pub(crate) fn contact_event(name: &str, c: &Contact, at: Timestamp) -> NewEvent 
 pub(crate) fn batch_effects(change: BatchChange<'_>) -> Effects {
     match change {
         BatchChange::Inbound(r) => recorded_effects(r, "message.received"),
+        BatchChange::Changed { message, change } => {
+            let mut data = message_data(message);
+            data["previous_status"] = json!(message.status);
+            data["change"] = json!(change);
+            Effects::none().event(NewEvent::new(
+                message.org_id,
+                "message.status.update",
+                data,
+                Some(message.channel.clone()),
+                message.updated_at,
+            ))
+        }
         BatchChange::Status { message, previous } => {
             let mut data = message_data(message);
             data["previous_status"] = json!(previous);

@@ -4,16 +4,19 @@
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::providers::ParsedCallback;
+use crate::providers::{ParsedCallback, ParsedInbound};
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{Channel, ChannelType};
 use switchboard_domain::clock::Clock;
 use switchboard_domain::contact::InboundSender;
-use switchboard_domain::message::{Direction, MAX_TEXT_CHARS, MessageStatus, MessageType};
+use switchboard_domain::message::{
+    Direction, MAX_TEXT_CHARS, MessageChange, MessageKind, MessageStatus,
+};
 use switchboard_domain::phone::Phone;
+use switchboard_store::contacts::ContactPatch;
 use switchboard_store::{
     BatchOutcome, InboundOutcome, InboundSender as StoredSender, MessageRecord, MessageRef,
-    NewInbound, NewStatus, ProviderBatch, StatusOutcome, Store, StoreError,
+    NewChange, NewInbound, NewStatus, ProviderBatch, StatusOutcome, Store, StoreError,
 };
 
 use super::message_events::batch_effects;
@@ -28,11 +31,12 @@ pub async fn ingest(
 ) -> OpResult<BatchOutcome> {
     let now = clock.now();
     report_queued_sends(store, channel, &parsed, now).await?;
+    let mut parsed = parsed;
+    resolve_references(store, channel.org_id, &mut parsed.messages).await?;
     let batch = ProviderBatch {
         org_id: channel.org_id,
         channel_id: channel.id,
-        messages: parsed
-            .messages
+        messages: std::mem::take(&mut parsed.messages)
             .into_iter()
             .map(|m| NewInbound {
                 // The store has its own copy of the sender type (providers do not use the store).
@@ -42,30 +46,129 @@ pub async fn ingest(
                 },
                 profile_name: m.profile_name,
                 uuid: Uuid::now_v7(),
-                message_type: m.message_type,
-                content: m.content,
+                message_type: m.kind.message_type(),
+                content: m.kind.member(),
                 provider_message_id: m.provider_message_id,
                 sent_at: m.sent_at.unwrap_or(now).min(now),
+                context: m.context,
             })
             .collect(),
-        statuses: parsed
-            .statuses
+        statuses: std::mem::take(&mut parsed.statuses)
             .into_iter()
             .map(|s| NewStatus {
                 message: MessageRef::Provider(s.provider_message_id),
                 status: s.status,
                 error: s.error,
+                pricing: s.pricing,
+                provider_conversation: s.provider_conversation,
             })
             .collect(),
         now,
     };
-    let outcome = store
+    let mut outcome = store
         .record_provider_batch(batch, Box::new(batch_effects))
         .await?;
+    // After the messages: an edit may come in the same callback as the message it edits.
+    let changes = parsed
+        .changes
+        .into_iter()
+        .map(|c| NewChange {
+            provider_message_id: c.provider_message_id,
+            edited: match c.change {
+                MessageChange::Edited(kind) => Some((kind.message_type(), kind.member())),
+                MessageChange::Deleted => None,
+            },
+            at: c.at.unwrap_or(now).min(now),
+        })
+        .collect();
+    outcome.changes = store
+        .record_message_changes(channel.id, changes, now, Box::new(batch_effects))
+        .await?;
+    move_changed_numbers(store, clock, &outcome).await?;
     metrics::counter!("switchboard_provider_callbacks_total", "channel_type" => channel.channel_type.as_str())
         .increment(1);
     link_statuses(&outcome);
     Ok(outcome)
+}
+
+/// A `system` message of kind `user_changed_number` moves its contact to the new phone (the
+/// contact's uuid stays) and emits `contact.updated`. When another contact of the
+/// organization has the new phone already, the contact stays as it is (logged at `warn`).
+async fn move_changed_numbers(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    outcome: &BatchOutcome,
+) -> OpResult<()> {
+    for m in &outcome.messages {
+        let InboundOutcome::Stored(r) = m else {
+            continue;
+        };
+        let Some(MessageKind::System { system }) =
+            MessageKind::from_stored(r.message.message_type, &r.message.content)
+        else {
+            continue;
+        };
+        let new_phone = match (system.kind.as_str(), system.new_phone.as_deref()) {
+            ("user_changed_number", Some(p)) => Phone::parse(p).ok(),
+            _ => None,
+        };
+        let Some(new_phone) = new_phone.filter(|p| r.contact.phone.as_ref() != Some(p)) else {
+            continue;
+        };
+        let patch = ContactPatch {
+            phone: Some(new_phone),
+            name: None,
+        };
+        match super::contacts::update_contact(store, clock, r.contact.org_id, r.contact.uuid, patch)
+            .await
+        {
+            Ok(_) => {}
+            Err(StoreError::UniqueViolation(_)) | Err(StoreError::NotFound) => {
+                tracing::warn!(
+                    contact_uuid = %r.contact.uuid,
+                    "a customer's number change was not applied: another contact has the new number"
+                );
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Resolves the provider ids inbound messages refer to (the message replied to, the message
+/// reacted to) into the uuids of the organization's messages with them, inbound or outbound.
+async fn resolve_references(
+    store: &dyn Store,
+    org_id: i64,
+    messages: &mut [ParsedInbound],
+) -> OpResult<()> {
+    let wanted: Vec<String> = messages
+        .iter()
+        .flat_map(|m| {
+            m.context
+                .reply_to
+                .as_ref()
+                .map(|r| r.provider_message_id.clone())
+                .into_iter()
+                .chain(m.kind.target_provider_id().map(str::to_owned))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let found = store.message_uuids_by_provider_ids(org_id, &wanted).await?;
+    for m in messages {
+        if let Some(r) = m.context.reply_to.as_mut() {
+            r.message_uuid = found.get(&r.provider_message_id).copied();
+        }
+        let target = m
+            .kind
+            .target_provider_id()
+            .and_then(|id| found.get(id))
+            .copied();
+        m.kind.set_target_uuid(target);
+    }
+    Ok(())
 }
 
 /// A status that echoes a queued send's reference (our message uuid: WhatsApp Cloud's
@@ -156,17 +259,15 @@ pub async fn sandbox_inbound(
         clock,
         &channel,
         ParsedCallback {
-            messages: vec![crate::providers::ParsedInbound {
+            messages: vec![ParsedInbound {
                 sender: InboundSender::Phone(phone),
                 profile_name: None,
-                message_type: MessageType::Text,
-                content: json!({ "body": text }),
+                kind: MessageKind::text(text),
+                context: Default::default(),
                 provider_message_id: format!("sandbox-in-{}", Uuid::now_v7().simple()),
                 sent_at: at,
             }],
-            statuses: vec![],
-            templates: vec![],
-            skipped: 0,
+            ..Default::default()
         },
     )
     .await?;
@@ -211,6 +312,8 @@ pub async fn sandbox_status(
                     message: MessageRef::Id(message_id),
                     status,
                     error,
+                    pricing: None,
+                    provider_conversation: None,
                 }],
                 now: clock.now(),
             },

@@ -10,7 +10,7 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{ChannelIdentity, ChannelType};
 use switchboard_domain::contact::{Contact, Conversation, ConversationStatus};
 use switchboard_domain::event::{Actor, EventCategory, NewEvent, OrgEvent, Subject};
-use switchboard_domain::message::{Direction, MessageStatus, MessageType};
+use switchboard_domain::message::{Direction, InboundContext, MessageStatus, MessageType};
 use switchboard_domain::permission::Role;
 use switchboard_domain::phone::Phone;
 use switchboard_domain::scope::ScopeSet;
@@ -206,6 +206,11 @@ fn sample_message(cx: &SampleContext<'_>, name: &str) -> MessageRecord {
         updated_at: cx.now,
         consent_uuid: None,
         trace: None,
+        context: inbound.then(InboundContext::default),
+        edited_at: None,
+        deleted_at: None,
+        pricing: None,
+        provider_conversation: None,
     }
 }
 

@@ -12,7 +12,9 @@
 pub mod pacing;
 pub mod sandbox;
 pub mod telegram;
+pub mod telegram_kinds;
 pub mod whatsapp_cloud;
+pub mod whatsapp_kinds;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -24,7 +26,9 @@ use serde_json::{Value, json};
 use switchboard_domain::channel::ChannelType;
 use switchboard_domain::contact::Contact;
 use switchboard_domain::contact::InboundSender;
-use switchboard_domain::message::{Content, MessageStatus, MessageType};
+use switchboard_domain::message::{
+    Content, InboundContext, MessageChange, MessageKind, MessageStatus, MessageType,
+};
 use switchboard_domain::{Timestamp, ValidationErrors};
 
 /// The largest provider answer read (a send answer is a few hundred bytes).
@@ -146,8 +150,11 @@ pub enum InboundError {
 pub struct ParsedInbound {
     pub sender: InboundSender,
     pub profile_name: Option<String>,
-    pub message_type: MessageType,
-    pub content: Value,
+    /// The message's kind and member (never an empty text).
+    pub kind: MessageKind,
+    /// `reply_to` (unresolved: the provider's id), `forwarded`, `frequently_forwarded`,
+    /// `referral`.
+    pub context: InboundContext,
     pub provider_message_id: String,
     /// The provider's time of the message, when it gave one.
     pub sent_at: Option<Timestamp>,
@@ -161,6 +168,10 @@ pub struct ParsedStatus {
     pub error: Option<Value>,
     /// The reference the send carried, echoed ([`Provider::send_referenced`]).
     pub reference: Option<String>,
+    /// WhatsApp's `pricing`: `{"billable", "category", "pricing_model"}`.
+    pub pricing: Option<Value>,
+    /// WhatsApp's `conversation`: `{"id", "origin", "expires_at"}`.
+    pub provider_conversation: Option<Value>,
 }
 
 /// Whether the channel type's status callbacks echo the reference a send carried
@@ -202,9 +213,21 @@ pub struct RemoteTemplate {
     pub components: Value,
 }
 
+/// A customer's edit or deletion of a message they sent earlier.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedChange {
+    /// The provider's id of the message changed.
+    pub provider_message_id: String,
+    pub change: MessageChange,
+    /// When the customer made the change, when the provider says.
+    pub at: Option<Timestamp>,
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ParsedCallback {
     pub messages: Vec<ParsedInbound>,
+    /// Edits and deletions (WhatsApp `edit` / `revoke`, Telegram `edited_message`).
+    pub changes: Vec<ParsedChange>,
     pub statuses: Vec<ParsedStatus>,
     /// Template status changes (WhatsApp Cloud).
     pub templates: Vec<ParsedTemplateStatus>,
@@ -260,6 +283,18 @@ pub trait Provider: Send + Sync {
     async fn upload_media(&self, _file: MediaFile) -> Result<String, ProviderError> {
         Err(ProviderError::Unsupported(
             "This channel type takes media by link, not by upload.".into(),
+        ))
+    }
+
+    /// Marks an inbound message read at the provider (WhatsApp: `status: read`, with the
+    /// typing indicator when `typing`).
+    async fn mark_read(
+        &self,
+        _provider_message_id: &str,
+        _typing: bool,
+    ) -> Result<(), ProviderError> {
+        Err(ProviderError::Unsupported(
+            "This channel type has no read receipts.".into(),
         ))
     }
 

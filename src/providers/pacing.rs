@@ -73,6 +73,20 @@ impl Pacer {
         }
     }
 
+    /// How long until a send on `channel_id` to `recipient` may go, by this instance's own
+    /// pace state (zero when it may go now). Reserves nothing.
+    pub fn wait_for(&self, channel_id: i64, recipient: &str) -> Duration {
+        let now = now_us();
+        let local = self.local.lock().expect("the pace state is never poisoned");
+        let channel = local.channels.get(&channel_id).copied().unwrap_or(0);
+        let to = local
+            .recipients
+            .get(&(channel_id, recipient.to_owned()))
+            .copied()
+            .unwrap_or(0);
+        Duration::from_micros(u64::try_from(channel.max(to) - now).unwrap_or(0))
+    }
+
     /// The recipient interval kept (with its margin).
     pub fn recipient_interval(&self) -> Duration {
         Duration::from_micros(self.recipient_interval_us as u64)

@@ -17,14 +17,14 @@ use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::{
-    Accepted, InboundError, ParsedCallback, ParsedInbound, Provider, ProviderError,
-    describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
+    Accepted, InboundError, ParsedCallback, ParsedChange, ParsedInbound, Provider, ProviderError,
+    describe_reqwest, read_answer, secrets_equal, strip_nul, telegram_kinds, unix_seconds,
 };
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::channel::ChannelType;
 use switchboard_domain::contact::InboundSender;
 use switchboard_domain::contact::{Contact, clean_profile_name};
-use switchboard_domain::message::{Content, MediaType, MessageStatus, MessageType};
+use switchboard_domain::message::{Content, MediaType, MessageChange, MessageStatus, MessageType};
 
 pub const DEFAULT_API_BASE_URL: &str = "https://api.telegram.org";
 /// Telegram's limit on `callback_data`.
@@ -191,6 +191,44 @@ pub fn request(chat_id: &str, content: &Content) -> Result<(&'static str, Value)
                 "Telegram channels have no provider templates.".into(),
             ));
         }
+        Content::Reaction(_) => {
+            return Err(ProviderError::Unsupported(
+                "Telegram channels do not send reactions yet.".into(),
+            ));
+        }
+        // A venue when it has a name and an address (Telegram needs both), else a location.
+        Content::Location(l) => match (&l.name, &l.address) {
+            (Some(title), Some(address)) => (
+                "sendVenue",
+                json!({ "chat_id": chat_id, "latitude": l.latitude, "longitude": l.longitude,
+                        "title": title, "address": address }),
+            ),
+            _ => (
+                "sendLocation",
+                json!({ "chat_id": chat_id, "latitude": l.latitude, "longitude": l.longitude }),
+            ),
+        },
+        // One contact per message (checked before: `check_content`).
+        Content::Contacts(c) => {
+            let contact = c.contacts.first().cloned().unwrap_or(Value::Null);
+            let name = |k: &str| {
+                contact
+                    .pointer(&format!("/name/{k}"))
+                    .and_then(Value::as_str)
+            };
+            let first = name("first_name")
+                .or_else(|| name("formatted_name"))
+                .unwrap_or("");
+            let mut body = json!({
+                "chat_id": chat_id,
+                "phone_number": contact.pointer("/phones/0/phone").and_then(Value::as_str).unwrap_or(""),
+                "first_name": first,
+            });
+            if let Some(last) = name("last_name") {
+                body["last_name"] = json!(last);
+            }
+            ("sendContact", body)
+        }
     })
 }
 
@@ -246,11 +284,30 @@ impl Provider for Telegram {
     }
 
     fn supports(&self, message_type: MessageType) -> bool {
-        message_type != MessageType::Template
+        matches!(
+            message_type,
+            MessageType::Text
+                | MessageType::Interactive
+                | MessageType::Media
+                | MessageType::Location
+                | MessageType::Contacts
+        )
     }
 
     fn check_content(&self, content: &Content) -> ValidationErrors {
         let mut errors = ValidationErrors::new();
+        if let Content::Contacts(c) = content {
+            if c.contacts.len() != 1 {
+                errors.add("contacts", "Telegram sends one contact per message");
+            }
+            if c.contacts
+                .first()
+                .and_then(|c| c.pointer("/phones/0/phone"))
+                .is_none()
+            {
+                errors.add("contacts[0].phones", "Telegram needs the contact's phone");
+            }
+        }
         if let Content::Interactive(v) = content {
             let too_long = |id: &Value| {
                 id.as_str()
@@ -389,66 +446,18 @@ fn sender_name(from: Option<&Value>) -> Option<String> {
     })
 }
 
-fn message_content(m: &Value) -> (MessageType, Value) {
-    let caption = m.get("caption").cloned();
-    let media = |media_type: &str, obj: Option<&Value>| {
-        let mut out = json!({ "media_type": media_type });
-        if let Some(o) = obj {
-            for (from, to) in [
-                ("file_id", "media_id"),
-                ("mime_type", "mime_type"),
-                ("file_name", "file_name"),
-            ] {
-                if let Some(v) = o.get(from).filter(|v| !v.is_null()) {
-                    out[to] = v.clone();
-                }
-            }
-        }
-        if let Some(c) = &caption {
-            out["caption"] = c.clone();
-        }
-        (MessageType::Media, out)
-    };
-    if let Some(text) = m.get("text").and_then(Value::as_str) {
-        return (MessageType::Text, json!({ "body": text }));
-    }
-    if let Some(sizes) = m.get("photo").and_then(Value::as_array) {
-        // The largest size comes last.
-        return media("image", sizes.last());
-    }
-    for (field, kind) in [
-        ("document", "document"),
-        ("audio", "audio"),
-        ("voice", "audio"),
-        ("video", "video"),
-        ("video_note", "video"),
-        ("sticker", "sticker"),
-    ] {
-        if let Some(obj) = m.get(field) {
-            return media(kind, Some(obj));
-        }
-    }
-    let kind = ["contact", "location", "venue", "poll", "dice"]
-        .into_iter()
-        .find(|k| m.get(*k).is_some())
-        .unwrap_or("unknown");
-    (
-        MessageType::Text,
-        json!({ "body": "", "provider_type": kind, "provider_content": m.get(kind).cloned().unwrap_or(Value::Null) }),
-    )
-}
-
-/// Reads a Telegram `Update`: a `message` in a private chat with a person, or a
-/// `callback_query` (an inline button press) from one. Other updates (group, supergroup and
-/// channel messages, messages from bots, edits, ...) are skipped.
+/// Reads a Telegram `Update`: a `message` in a private chat with a person, a `callback_query`
+/// (an inline button press), a `message_reaction` or an `edited_message` from one. Other updates (group,
+/// supergroup and channel messages, messages from bots, ...) are skipped.
 pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
-    let update: Value = serde_json::from_slice(body)
+    let mut update: Value = serde_json::from_slice(body)
         .map_err(|_| InboundError::Malformed("the body is not JSON".into()))?;
     if !update.is_object() {
         return Err(InboundError::Malformed(
             "the body is not a JSON object".into(),
         ));
     }
+    strip_nul(&mut update);
     let mut out = ParsedCallback::default();
     if let Some(m) = update.get("message") {
         let chat_id = chat_id_of(m.pointer("/chat/id"));
@@ -457,15 +466,28 @@ pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
             (Some(chat_id), Some(message_id))
                 if private_chat_with_a_person(m.get("chat"), m.get("from")) =>
             {
-                let (message_type, mut content) = message_content(m);
-                strip_nul(&mut content);
                 out.messages.push(ParsedInbound {
                     provider_message_id: format!("{chat_id}:{message_id}"),
-                    sender: InboundSender::Telegram { chat_id },
                     profile_name: sender_name(m.get("from")),
-                    message_type,
-                    content,
+                    kind: telegram_kinds::kind_of(m),
+                    context: telegram_kinds::context_of(m, &chat_id),
+                    sender: InboundSender::Telegram { chat_id },
                     sent_at: unix_seconds(m.get("date")),
+                });
+            }
+            _ => out.skipped += 1,
+        }
+    } else if let Some(m) = update.get("edited_message") {
+        let chat_id = chat_id_of(m.pointer("/chat/id"));
+        let message_id = id_text(m.get("message_id"));
+        match (chat_id, message_id) {
+            (Some(chat_id), Some(message_id))
+                if private_chat_with_a_person(m.get("chat"), m.get("from")) =>
+            {
+                out.changes.push(ParsedChange {
+                    provider_message_id: format!("{chat_id}:{message_id}"),
+                    change: MessageChange::Edited(telegram_kinds::kind_of(m)),
+                    at: unix_seconds(m.get("edit_date")),
                 });
             }
             _ => out.skipped += 1,
@@ -478,16 +500,36 @@ pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
             (Some(chat_id), Some(query_id))
                 if private_chat_with_a_person(q.pointer("/message/chat"), q.get("from")) =>
             {
-                let data = q.get("data").and_then(Value::as_str).unwrap_or("");
-                let mut content = json!({ "type": "button_reply", "button_reply": { "id": data } });
-                strip_nul(&mut content);
                 out.messages.push(ParsedInbound {
                     provider_message_id: format!("callback:{query_id}"),
                     sender: InboundSender::Telegram { chat_id },
                     profile_name: sender_name(q.get("from")),
-                    message_type: MessageType::Interactive,
-                    content,
+                    kind: telegram_kinds::button_reply(q),
+                    context: Default::default(),
                     sent_at: None,
+                });
+            }
+            _ => out.skipped += 1,
+        }
+    } else if let Some(r) = update.get("message_reaction") {
+        let chat_id = chat_id_of(r.pointer("/chat/id"));
+        let update_id = id_text(update.get("update_id"));
+        let kind = chat_id
+            .as_deref()
+            .and_then(|c| telegram_kinds::reaction_of(r, c));
+        match (chat_id, update_id, kind) {
+            (Some(chat_id), Some(update_id), Some(kind))
+                if r.get("user").is_some()
+                    && private_chat_with_a_person(r.get("chat"), r.get("user")) =>
+            {
+                out.messages.push(ParsedInbound {
+                    // Unique per reaction: the update's id.
+                    provider_message_id: format!("reaction:{chat_id}:{update_id}"),
+                    profile_name: sender_name(r.get("user")),
+                    sender: InboundSender::Telegram { chat_id },
+                    kind,
+                    context: Default::default(),
+                    sent_at: unix_seconds(r.get("date")),
                 });
             }
             _ => out.skipped += 1,
@@ -501,7 +543,7 @@ pub fn parse_update(body: &[u8]) -> Result<ParsedCallback, InboundError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchboard_domain::message::Media;
+    use switchboard_domain::message::{Media, MessageKind};
 
     #[test]
     fn tokens_and_secrets() {
@@ -513,6 +555,49 @@ mod tests {
         assert!(secret_token_valid("abc-DEF_123"));
         assert!(!secret_token_valid(""));
         assert!(!secret_token_valid("with space"));
+    }
+
+    #[test]
+    fn locations_venues_and_contacts_follow_the_bot_api() {
+        use switchboard_domain::message::{ContactsMember, LocationMember};
+        let place = |name: Option<&str>, address: Option<&str>| {
+            request(
+                "42",
+                &Content::Location(LocationMember {
+                    latitude: 1.0,
+                    longitude: 2.0,
+                    name: name.map(str::to_owned),
+                    address: address.map(str::to_owned),
+                    url: None,
+                }),
+            )
+            .unwrap()
+        };
+        assert_eq!(place(None, None).0, "sendLocation");
+        assert_eq!(
+            place(Some("Cafe"), None).0,
+            "sendLocation",
+            "a venue needs both"
+        );
+        let (m, b) = place(Some("Cafe"), Some("Main St"));
+        assert_eq!(m, "sendVenue");
+        assert_eq!(
+            (b["title"].as_str(), b["address"].as_str()),
+            (Some("Cafe"), Some("Main St"))
+        );
+        let (m, b) = request(
+            "42",
+            &Content::Contacts(ContactsMember {
+                contacts: vec![json!({"name": {"formatted_name": "Ann Lee", "first_name": "Ann", "last_name": "Lee"},
+                    "phones": [{"phone": "+4915123456789"}]})],
+            }),
+        )
+        .unwrap();
+        assert_eq!(m, "sendContact");
+        assert_eq!(
+            b,
+            json!({"chat_id": 42, "phone_number": "+4915123456789", "first_name": "Ann", "last_name": "Lee"})
+        );
     }
 
     #[test]
@@ -622,7 +707,7 @@ mod tests {
         let m = &p.messages[0];
         assert_eq!(m.provider_message_id, "42:5");
         assert_eq!(m.profile_name.as_deref(), Some("Ada L"));
-        assert_eq!(m.content, json!({"body": "hello"}));
+        assert_eq!(m.kind, MessageKind::text("hello"));
         assert!(matches!(&m.sender, InboundSender::Telegram { chat_id } if chat_id == "42"));
         let photo = parse_update(
             br#"{"update_id":2,"message":{"message_id":6,"chat":{"id":42},"caption":"c",
@@ -630,17 +715,46 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            photo.messages[0].content,
-            json!({"media_type": "image", "media_id": "large", "caption": "c"})
+            photo.messages[0].kind.member(),
+            json!({"media_type": "image", "media_id": "large", "caption": "c",
+                "mime_type": null, "sha256": null, "file_name": null, "voice": false, "animated": false})
         );
         let press = parse_update(
             br#"{"update_id":3,"callback_query":{"id":"99","from":{"id":42},"message":{"chat":{"id":42}},"data":"yes"}}"#,
         )
         .unwrap();
         assert_eq!(press.messages[0].provider_message_id, "callback:99");
-        assert_eq!(press.messages[0].message_type, MessageType::Interactive);
+        assert_eq!(
+            press.messages[0].kind.message_type(),
+            MessageType::Interactive
+        );
+        let reacted = parse_update(
+            br#"{"update_id":11,"message_reaction":{"chat":{"id":42,"type":"private"},"message_id":5,
+                 "user":{"id":42,"first_name":"Ada"},"date":1786000000,"old_reaction":[],
+                 "new_reaction":[{"type":"emoji","emoji":"\u2764"}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(reacted.messages[0].provider_message_id, "reaction:42:11");
+        assert_eq!(
+            reacted.messages[0].kind.member(),
+            json!({"emoji": "\u{2764}", "message_uuid": null, "provider_message_id": "42:5"})
+        );
         let other = parse_update(br#"{"update_id":4,"edited_message":{}}"#).unwrap();
         assert_eq!((other.messages.len(), other.skipped), (0, 1));
+        let edited = parse_update(
+            br#"{"update_id":12,"edited_message":{"message_id":5,"date":1786000000,"edit_date":1786000060,
+                 "chat":{"id":42,"type":"private"},"from":{"id":42},"text":"hello again"}}"#,
+        )
+        .unwrap();
+        assert_eq!(edited.messages.len(), 0);
+        assert_eq!(edited.changes[0].provider_message_id, "42:5");
+        assert_eq!(
+            edited.changes[0].change,
+            MessageChange::Edited(MessageKind::text("hello again"))
+        );
+        assert_eq!(edited.changes[0].at.unwrap().millis(), 1_786_000_060_000);
+        let unknown = parse_update(br#"{"update_id":13,"my_chat_member":{}}"#).unwrap();
+        assert_eq!((unknown.messages.len(), unknown.skipped), (0, 1));
         // Groups, supergroups, channels, bots and chat ids that are not numbers are skipped.
         for update in [
             r#"{"update_id":5,"message":{"message_id":9,"chat":{"id":-1009999,"type":"supergroup"},"from":{"id":7,"is_bot":false},"text":"hi"}}"#,

@@ -26,6 +26,7 @@ use sha2::Sha256;
 use super::{
     Accepted, InboundError, ParsedCallback, ParsedInbound, ParsedStatus, ParsedTemplateStatus,
     Provider, ProviderError, describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
+    whatsapp_kinds,
 };
 use switchboard_domain::channel::ChannelType;
 use switchboard_domain::contact::InboundSender;
@@ -255,6 +256,29 @@ pub fn payload(to_digits: &str, content: &Content) -> Value {
             body["type"] = json!("template");
             body["template"] = template;
         }
+        Content::Reaction(r) => {
+            // An empty emoji removes the reaction.
+            body["type"] = json!("reaction");
+            body["reaction"] = json!({
+                "message_id": r.provider_message_id,
+                "emoji": r.emoji.as_deref().unwrap_or(""),
+            });
+        }
+        Content::Location(l) => {
+            let mut location = json!({ "latitude": l.latitude, "longitude": l.longitude });
+            if let Some(n) = &l.name {
+                location["name"] = json!(n);
+            }
+            if let Some(a) = &l.address {
+                location["address"] = json!(a);
+            }
+            body["type"] = json!("location");
+            body["location"] = location;
+        }
+        Content::Contacts(c) => {
+            body["type"] = json!("contacts");
+            body["contacts"] = json!(c.contacts);
+        }
     }
     body
 }
@@ -410,6 +434,32 @@ impl Provider for WhatsappCloud {
         true
     }
 
+    /// `POST /{phone_number_id}/messages` `{"messaging_product": "whatsapp", "status": "read",
+    /// "message_id"}`, with `"typing_indicator": {"type": "text"}` when `typing`.
+    async fn mark_read(
+        &self,
+        provider_message_id: &str,
+        typing: bool,
+    ) -> Result<(), ProviderError> {
+        let (phone_number_id, token) = self.sender()?;
+        let url = self.messages_url(phone_number_id)?;
+        let mut body = json!({
+            "messaging_product": "whatsapp",
+            "status": "read",
+            "message_id": provider_message_id,
+        });
+        if typing {
+            body["typing_indicator"] = json!({ "type": "text" });
+        }
+        let (status, answer) =
+            graph_call(self.http.post(url).bearer_auth(token).json(&body)).await?;
+        if (200..300).contains(&status) {
+            return Ok(());
+        }
+        // The error shape is a send's.
+        read_send_answer(status, &answer).map(|_| ())
+    }
+
     /// `POST /{phone_number_id}/media`, multipart: `messaging_product=whatsapp`, `type=<mime>`,
     /// `file=<bytes>` (the buffer is handed to the request without a copy).
     async fn upload_media(&self, file: super::MediaFile) -> Result<String, ProviderError> {
@@ -535,41 +585,6 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-fn inbound_content(m: &Map<String, Value>) -> (MessageType, Value) {
-    let kind = m.get("type").and_then(Value::as_str).unwrap_or("unknown");
-    let member = m.get(kind).cloned().unwrap_or(Value::Null);
-    match kind {
-        "text" => (
-            MessageType::Text,
-            json!({ "body": member.get("body").and_then(Value::as_str).unwrap_or("") }),
-        ),
-        "image" | "document" | "audio" | "video" | "sticker" => {
-            let mut out = json!({ "media_type": kind });
-            for (from, to) in [
-                ("id", "media_id"),
-                ("mime_type", "mime_type"),
-                ("sha256", "sha256"),
-                ("caption", "caption"),
-                ("filename", "file_name"),
-            ] {
-                if let Some(v) = member.get(from).filter(|v| !v.is_null()) {
-                    out[to] = v.clone();
-                }
-            }
-            (MessageType::Media, out)
-        }
-        "interactive" => (MessageType::Interactive, member),
-        "button" => (
-            MessageType::Interactive,
-            json!({ "type": "button", "button": member }),
-        ),
-        other => (
-            MessageType::Text,
-            json!({ "body": "", "provider_type": other, "provider_content": member }),
-        ),
-    }
-}
-
 /// A bounded text of a provider's JSON (a string, or a number as its digits).
 fn short_text(v: Option<&Value>, max: usize) -> Option<String> {
     let s = match v? {
@@ -693,16 +708,21 @@ pub fn parse_callback(
                     out.skipped += 1;
                     continue;
                 };
-                let (message_type, mut content) = inbound_content(m);
-                if let Some(ctx) = m.get("context").filter(|c| c.is_object()) {
-                    content["context"] = ctx.clone();
+                let mut clean = Value::Object(m.clone());
+                strip_nul(&mut clean);
+                let clean = clean.as_object().expect("an object stays one");
+                if let Some(change) = whatsapp_kinds::change_of(clean) {
+                    match change {
+                        Some(c) => out.changes.push(c),
+                        None => out.skipped += 1,
+                    }
+                    continue;
                 }
-                strip_nul(&mut content);
                 out.messages.push(ParsedInbound {
                     sender: InboundSender::Phone(phone),
                     profile_name: names.get(from).and_then(|n| clean_profile_name(n)),
-                    message_type,
-                    content,
+                    kind: whatsapp_kinds::kind_of(clean),
+                    context: whatsapp_kinds::context_of(clean),
                     provider_message_id: id.replace('\0', ""),
                     sent_at: unix_seconds(m.get("timestamp")),
                 });
@@ -743,10 +763,13 @@ pub fn parse_callback(
                     strip_nul(&mut e);
                     e
                 });
+                let (pricing, provider_conversation) = whatsapp_kinds::billing_of(s);
                 out.statuses.push(ParsedStatus {
                     provider_message_id: id.replace('\0', ""),
                     status,
                     error,
+                    pricing,
+                    provider_conversation,
                     reference: s
                         .get("biz_opaque_callback_data")
                         .and_then(Value::as_str)
@@ -762,7 +785,57 @@ pub fn parse_callback(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchboard_domain::message::{Media, Template};
+    use switchboard_domain::message::{Media, MessageKind, Template};
+
+    #[test]
+    fn reactions_locations_and_contacts_follow_the_graph_api() {
+        use switchboard_domain::message::{ContactsMember, LocationMember, ReactionMember};
+        let reaction = |emoji: Option<&str>| {
+            payload(
+                "4915123456789",
+                &Content::Reaction(ReactionMember {
+                    emoji: emoji.map(str::to_owned),
+                    message_uuid: None,
+                    provider_message_id: "wamid.A".into(),
+                }),
+            )
+        };
+        assert_eq!(
+            reaction(Some("👍"))["reaction"],
+            json!({"message_id": "wamid.A", "emoji": "👍"})
+        );
+        assert_eq!(
+            reaction(None)["reaction"]["emoji"],
+            "",
+            "an empty emoji removes it"
+        );
+        let location = payload(
+            "4915123456789",
+            &Content::Location(LocationMember {
+                latitude: 1.5,
+                longitude: -2.0,
+                name: Some("Office".into()),
+                address: None,
+                url: None,
+            }),
+        );
+        assert_eq!(location["type"], "location");
+        assert_eq!(
+            location["location"],
+            json!({"latitude": 1.5, "longitude": -2.0, "name": "Office"})
+        );
+        let card = json!([{"name": {"formatted_name": "Ann"}, "phones": [{"phone": "+1 555"}]}]);
+        let contacts = payload(
+            "4915123456789",
+            &Content::Contacts(ContactsMember {
+                contacts: card.as_array().unwrap().clone(),
+            }),
+        );
+        assert_eq!(
+            (contacts["type"].as_str(), &contacts["contacts"]),
+            (Some("contacts"), &card)
+        );
+    }
 
     #[test]
     fn payloads_follow_the_graph_api() {
@@ -1026,12 +1099,15 @@ mod tests {
         let first = &parsed.messages[0];
         assert_eq!(first.provider_message_id, "wamid.in1");
         assert_eq!(first.profile_name.as_deref(), Some("Ada"));
-        assert_eq!(first.content, json!({"body": "hi"}));
+        assert_eq!(first.kind, MessageKind::text("hi"));
         assert_eq!(first.sent_at.unwrap().millis(), 1_786_000_000_000);
         assert!(matches!(&first.sender, InboundSender::Phone(p) if p.as_str() == "+4915123456789"));
-        assert_eq!(parsed.messages[1].message_type, MessageType::Media);
-        assert_eq!(parsed.messages[1].content["media_id"], "m1");
-        assert_eq!(parsed.messages[2].message_type, MessageType::Interactive);
+        assert_eq!(parsed.messages[1].kind.message_type(), MessageType::Media);
+        assert_eq!(parsed.messages[1].kind.member()["media_id"], "m1");
+        assert_eq!(
+            parsed.messages[2].kind.message_type(),
+            MessageType::Interactive
+        );
         assert_eq!(parsed.statuses.len(), 2);
         assert_eq!(parsed.statuses[0].status, MessageStatus::Delivered);
         let err = parsed.statuses[1].error.as_ref().unwrap();

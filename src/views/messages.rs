@@ -8,13 +8,16 @@ use uuid::Uuid;
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::ChannelIdentity;
 use switchboard_domain::contact::{Contact, Conversation, ConversationStatus};
-use switchboard_domain::message::{Direction, MessageStatus, MessageType};
+use switchboard_domain::message::{Direction, InboundContext, MessageStatus, MessageType};
 use switchboard_store::MessageRecord;
 
-/// A message as the API shows it. The content is under the key named by `type`: `text`
-/// (`{"body", "preview_url"?}`), `interactive` (the WhatsApp Cloud API object), `media`
-/// (`{"media_type", "media_url" | "media_id", "caption"?, "file_name"?, ...}`) or `template`
-/// (`{"name", "language", "components"}`).
+/// A message as the API shows it. The content is under the key named by `type` (CONVENTIONS
+/// "Every kind of message, in and out"): `text` (`{"body", "preview_url"?}`), `interactive`
+/// (the WhatsApp Cloud API object), `media` (`{"media_type", "media_url" | "media_id",
+/// "caption"?, "file_name"?, ...}`), `template` (`{"name", "language", "components"}`),
+/// `reaction`, `location`, `contacts`, `order`, `system` or `unsupported`; a message the
+/// customer deleted has its member null. Inbound messages also carry `reply_to`, `forwarded`,
+/// `frequently_forwarded` and `referral`.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct MessageOut {
     pub id: i64,
@@ -50,6 +53,43 @@ pub struct MessageOut {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub template: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<switchboard_domain::message::ReactionMember>)]
+    pub reaction: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<switchboard_domain::message::LocationMember>)]
+    pub location: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<switchboard_domain::message::ContactsMember>)]
+    pub contacts: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<switchboard_domain::message::OrderMember>)]
+    pub order: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<switchboard_domain::message::SystemMember>)]
+    pub system: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<switchboard_domain::message::UnsupportedMember>)]
+    pub unsupported: Option<Value>,
+    /// Inbound: `reply_to`, `forwarded`, `frequently_forwarded`, `referral`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub context: Option<InboundContext>,
+    /// When the customer edited the message (absent when never edited).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edited_at: Option<Timestamp>,
+    /// When the customer deleted the message (its member is then null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<Timestamp>,
+    /// Outbound WhatsApp: the last `pricing` WhatsApp reported (`{"billable", "category",
+    /// "pricing_model"}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub pricing: Option<Value>,
+    /// Outbound WhatsApp: the last conversation WhatsApp reported (`{"id", "origin",
+    /// "expires_at"}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub provider_conversation: Option<Value>,
 }
 
 impl From<&MessageRecord> for MessageOut {
@@ -73,6 +113,18 @@ impl From<&MessageRecord> for MessageOut {
             interactive: content(MessageType::Interactive),
             media: content(MessageType::Media),
             template: content(MessageType::Template),
+            reaction: content(MessageType::Reaction),
+            location: content(MessageType::Location),
+            contacts: content(MessageType::Contacts),
+            order: content(MessageType::Order),
+            system: content(MessageType::System),
+            unsupported: content(MessageType::Unsupported),
+            context: (m.direction == Direction::Inbound)
+                .then(|| m.context.clone().unwrap_or_default()),
+            edited_at: m.edited_at,
+            deleted_at: m.deleted_at,
+            pricing: m.pricing.clone(),
+            provider_conversation: m.provider_conversation.clone(),
         }
     }
 }

@@ -404,6 +404,37 @@ fn check_graph_body(body: &Value) -> Result<(), String> {
                 .as_str()
                 .ok_or("template.language.code is required")?;
         }
+        "reaction" => {
+            obj["message_id"]
+                .as_str()
+                .ok_or("reaction.message_id is required")?;
+            // An empty emoji removes the reaction.
+            obj["emoji"].as_str().ok_or("reaction.emoji is required")?;
+        }
+        "location" => {
+            let lat = obj["latitude"]
+                .as_f64()
+                .ok_or("location.latitude is required")?;
+            let lon = obj["longitude"]
+                .as_f64()
+                .ok_or("location.longitude is required")?;
+            if !(-90.0..=90.0).contains(&lat) || !(-180.0..=180.0).contains(&lon) {
+                return Err("location out of range".into());
+            }
+        }
+        "contacts" => {
+            let list = body["contacts"]
+                .as_array()
+                .ok_or("contacts must be an array")?;
+            if list.is_empty() {
+                return Err("contacts must not be empty".into());
+            }
+            for c in list {
+                c["name"]["formatted_name"]
+                    .as_str()
+                    .ok_or("contacts[].name.formatted_name is required")?;
+            }
+        }
         other => return Err(format!("unknown type {other}")),
     }
     Ok(())
@@ -581,6 +612,16 @@ fn graph_router(inner: Arc<Inner>) -> Router {
         let Ok(value) = serde_json::from_slice::<Value>(&body) else {
             return graph_error(400, 100, "(#100) The parameter body is invalid JSON", None);
         };
+        // A read receipt (optionally with the typing indicator): `{"success": true}`.
+        if value["status"] == "read" {
+            if value["messaging_product"] != "whatsapp" || !value["message_id"].is_string() {
+                return graph_error(400, 100, "(#100) Invalid parameter: message_id", None);
+            }
+            if !value["typing_indicator"].is_null() && value["typing_indicator"]["type"] != "text" {
+                return graph_error(400, 100, "(#100) Invalid parameter: typing_indicator", None);
+            }
+            return json_response(200, json!({ "success": true }));
+        }
         if let Err(why) = check_graph_body(&value) {
             return graph_error(400, 100, &format!("(#100) Invalid parameter: {why}"), None);
         }
@@ -681,9 +722,26 @@ fn telegram_router(inner: Arc<Inner>) -> Router {
             "sendAudio" => "audio",
             "sendVideo" => "video",
             "sendSticker" => "sticker",
+            "sendLocation" | "sendVenue" => "latitude",
+            "sendContact" => "phone_number",
             _ => return telegram_error(404, 404, "Not Found: method not found"),
         };
-        if value[required].as_str().is_none_or(str::is_empty) {
+        let extra: &[&str] = match method.as_str() {
+            "sendLocation" => &["longitude"],
+            "sendVenue" => &["longitude", "title", "address"],
+            "sendContact" => &["first_name"],
+            _ => &[],
+        };
+        for k in extra {
+            if value[*k].is_null() || value[*k] == "" {
+                return telegram_error(400, 400, &format!("Bad Request: {k} is empty"));
+            }
+        }
+        if required == "latitude" {
+            if !value["latitude"].is_number() {
+                return telegram_error(400, 400, "Bad Request: latitude is empty");
+            }
+        } else if value[required].as_str().is_none_or(str::is_empty) {
             return telegram_error(400, 400, &format!("Bad Request: {required} is empty"));
         }
         match behaviour {

@@ -25,6 +25,7 @@ mod integrator;
 mod ledger;
 mod legacy_routes;
 mod media;
+mod message_kinds;
 mod operators;
 mod ordering;
 mod org_data;

@@ -136,6 +136,49 @@ pub fn check_service_window(
     }
 }
 
+/// Whether free-form content may go to a contact now (`GET .../reachability`): on a windowed
+/// channel (WhatsApp Cloud) only inside the customer-service window, with the reason
+/// (`conversation_required`, `outside_service_window`) and when the window closes; on other
+/// channels always.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct FreeForm {
+    pub allowed: bool,
+    /// Null when allowed: `outside_service_window` or `conversation_required`.
+    pub reason: Option<&'static str>,
+    /// When the window closes (windowed channels with an open window), else null.
+    pub window_closes_at: Option<Timestamp>,
+}
+
+pub fn free_form(windowed: bool, conversation: Option<&Conversation>, now: Timestamp) -> FreeForm {
+    if !windowed {
+        return FreeForm {
+            allowed: true,
+            reason: None,
+            window_closes_at: None,
+        };
+    }
+    let closes = conversation
+        .filter(|c| c.window_open(now))
+        .and_then(Conversation::window_expires_at);
+    match check_service_window(conversation, now) {
+        Ok(()) => FreeForm {
+            allowed: true,
+            reason: None,
+            window_closes_at: closes,
+        },
+        Err(WindowError::OutsideServiceWindow) => FreeForm {
+            allowed: false,
+            reason: Some("outside_service_window"),
+            window_closes_at: None,
+        },
+        Err(WindowError::ConversationRequired) => FreeForm {
+            allowed: false,
+            reason: Some("conversation_required"),
+            window_closes_at: None,
+        },
+    }
+}
+
 /// Checks a contact name: 1 to 200 characters after trimming, no control characters.
 pub fn validate_contact_name(name: &str) -> Result<String, String> {
     let t = name.trim();
@@ -211,6 +254,39 @@ mod tests {
         assert_eq!(
             open.window_expires_at(),
             Some(Timestamp::from_millis(10 * day + 1))
+        );
+    }
+
+    #[test]
+    fn free_form_reachability() {
+        let day = 86_400_000;
+        let now = Timestamp::from_millis(10 * day);
+        let open = conv(ConversationStatus::Open, Some(10 * day - 1000));
+        assert_eq!(
+            free_form(true, Some(&open), now),
+            FreeForm {
+                allowed: true,
+                reason: None,
+                window_closes_at: Some(Timestamp::from_millis(11 * day - 1000)),
+            }
+        );
+        let old = conv(ConversationStatus::Open, Some(8 * day));
+        assert_eq!(
+            free_form(true, Some(&old), now).reason,
+            Some("outside_service_window")
+        );
+        assert_eq!(
+            free_form(true, None, now).reason,
+            Some("conversation_required")
+        );
+        assert!(!free_form(true, None, now).allowed);
+        assert_eq!(
+            free_form(false, None, now),
+            FreeForm {
+                allowed: true,
+                reason: None,
+                window_closes_at: None
+            }
         );
     }
 

@@ -45,6 +45,7 @@ pub fn endpoints(scope: Scope) -> &'static [EndpointRef] {
         Scope::ContactsRead => &[
             v1!("GET", "/contacts"),
             v1!("GET", "/contacts/{uuid}"),
+            v1!("GET", "/contacts/{uuid}/reachability"),
             e!("GET", "/api/contacts"),
             e!("GET", "/api/contacts/{uuid}"),
         ],
@@ -76,6 +77,7 @@ pub fn endpoints(scope: Scope) -> &'static [EndpointRef] {
             v1!("POST", "/messages/media"),
             v1!("POST", "/messages/template"),
             v1!("POST", "/messages/batch"),
+            v1!("POST", "/messages/{uuid}/read"),
             e!("POST", "/api/send"),
             e!("POST", "/api/send/media"),
             e!("POST", "/api/send/template"),

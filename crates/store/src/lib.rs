@@ -452,6 +452,24 @@ pub trait MessageStore: Send + Sync {
     async fn get_message(&self, id: i64) -> StoreResult<MessageRecord>;
     /// The organization's message with this uuid (`NotFound` for another organization's).
     async fn find_message(&self, org_id: i64, uuid: Uuid) -> StoreResult<MessageRecord>;
+    /// Applies customers' edits and deletions of inbound messages of the channel, in one
+    /// transaction with their effects: an edit replaces the type and content and sets
+    /// `edited_at`, a deletion nulls the content and sets `deleted_at`; each adds a timeline
+    /// step. A change to an unknown or deleted message, or the same edit again, is ignored.
+    async fn record_message_changes(
+        &self,
+        channel_id: i64,
+        changes: Vec<NewChange>,
+        now: Timestamp,
+        effects: BatchEffectsFn<'_>,
+    ) -> StoreResult<Vec<ChangeOutcome>>;
+    /// The uuids of the organization's messages (any channel, inbound or outbound) with these
+    /// provider ids; ids of no message of the organization are absent.
+    async fn message_uuids_by_provider_ids(
+        &self,
+        org_id: i64,
+        provider_message_ids: &[String],
+    ) -> StoreResult<std::collections::HashMap<String, Uuid>>;
     /// The message's journey, oldest first: its own steps and every attempt to deliver one of
     /// its events.
     async fn message_timeline(&self, message_id: i64) -> StoreResult<Vec<MessageStep>>;

@@ -41,6 +41,16 @@ pub struct MessageRecord {
     pub consent_uuid: Option<Uuid>,
     /// The W3C `traceparent` of the request that sent it or the callback that brought it.
     pub trace: Option<String>,
+    /// Inbound: `reply_to`, `forwarded`, `frequently_forwarded`, `referral`.
+    pub context: Option<switchboard_domain::message::InboundContext>,
+    /// When the customer edited the message.
+    pub edited_at: Option<Timestamp>,
+    /// When the customer deleted the message (its content is then null).
+    pub deleted_at: Option<Timestamp>,
+    /// Outbound WhatsApp: the last `pricing` reported.
+    pub pricing: Option<Value>,
+    /// Outbound WhatsApp: the last conversation reported (`{"id", "origin", "expires_at"}`).
+    pub provider_conversation: Option<Value>,
 }
 
 /// One step of a message's journey (see `switchboard_domain::message::timeline`); the first
@@ -122,6 +132,8 @@ pub struct NewInbound {
     pub provider_message_id: String,
     /// When the contact sent it (the provider's time, never later than `now`).
     pub sent_at: Timestamp,
+    /// `reply_to`, `forwarded`, `frequently_forwarded`, `referral`.
+    pub context: switchboard_domain::message::InboundContext,
 }
 
 /// Which outbound message a status update is about.
@@ -138,6 +150,11 @@ pub struct NewStatus {
     pub status: MessageStatus,
     /// The provider's error, for `failed`.
     pub error: Option<Value>,
+    /// WhatsApp's `pricing` (`{"billable", "category", "pricing_model"}`), kept as the
+    /// message's last.
+    pub pricing: Option<Value>,
+    /// WhatsApp's conversation (`{"id", "origin", "expires_at"}`), kept as the message's last.
+    pub provider_conversation: Option<Value>,
 }
 
 /// What a provider callback (or the sandbox tools) brings for one channel.
@@ -178,11 +195,37 @@ pub enum StatusOutcome {
 pub struct BatchOutcome {
     pub messages: Vec<InboundOutcome>,
     pub statuses: Vec<StatusOutcome>,
+    /// Edits and deletions ([`crate::MessageStore::record_message_changes`]).
+    pub changes: Vec<ChangeOutcome>,
+}
+
+/// A change the customer made to an inbound message (edited or deleted), by the provider's id
+/// of the message on the channel.
+#[derive(Clone, Debug)]
+pub struct NewChange {
+    pub provider_message_id: String,
+    /// The new type and content; `None`: deleted (the content becomes null).
+    pub edited: Option<(MessageType, Value)>,
+    /// When the customer made the change (never later than `now`).
+    pub at: Timestamp,
+}
+
+/// The outcome of one change: applied (the message as it now is), or ignored (an unknown
+/// message, one already deleted, or the same change again).
+#[derive(Clone, Debug)]
+pub enum ChangeOutcome {
+    Applied(Box<MessageRecord>),
+    Ignored,
 }
 
 /// What a change in a provider batch causes; the store asks for the effects of each.
 pub enum BatchChange<'a> {
     Inbound(&'a RecordedOutbound),
+    /// A customer's edit or deletion (`change`: `edited` or `deleted`).
+    Changed {
+        message: &'a MessageRecord,
+        change: &'static str,
+    },
     Status {
         message: &'a MessageRecord,
         previous: MessageStatus,

@@ -32,6 +32,30 @@ class ApiError extends Error {
   }
 }
 
+// One line per kind of message (CONVENTIONS "Every kind of message, in and out"); a deleted
+// message (member null) says so.
+function contentSummary(m) {
+  const v = m[m.type];
+  if (m.deleted_at || v === null) return "(deleted)";
+  if (!v) return "";
+  switch (m.type) {
+    case "text": return v.body;
+    case "media": return v.media_type + (v.caption ? ": " + v.caption : "");
+    case "template": return v.name;
+    case "interactive": {
+      const r = v[v.type] || {};
+      return r.title || r.text || (v.type === "nfm_reply" ? "Flow reply" : (v.body && v.body.text) || v.type);
+    }
+    case "reaction": return (v.emoji || "(reaction removed)") + " to " + (v.message_uuid || v.provider_message_id);
+    case "location": return [v.name, v.address, v.latitude + ", " + v.longitude].filter(Boolean).join(" · ");
+    case "contacts": return v.contacts.map((c) => (c.name && c.name.formatted_name) || "?").join(", ");
+    case "order": return v.items.length + " item(s)" + (v.text ? ": " + v.text : "");
+    case "system": return v.body || v.kind;
+    case "unsupported": return "unsupported" + (v.provider_type ? " (" + v.provider_type + ")" : "");
+    default: return "";
+  }
+}
+
 async function api(method, path, body, headers) {
   const res = await fetch(API + path, {
     method,
@@ -233,7 +257,7 @@ const views = {
     pagedList(view, "/messages", [
       ["When", (m) => when(m.created_at)], ["Direction", (m) => m.direction], ["Type", (m) => m.type],
       ["Status", (m) => badge(m.status)], ["Channel", (m) => m.channel && m.channel.slug],
-      ["Content", (m) => (m.text ? m.text.body : m.media ? m.media.media_type : m.template ? m.template.name : "")],
+      ["Content", (m) => contentSummary(m)],
       ["Contact", (m) => h("code", {}, m.contact_uuid)],
     ], open, (apply) => {
       const status = h("select", { id: "msg-status", "aria-label": "Status" },

@@ -11,6 +11,7 @@
 pub mod batch;
 pub mod history;
 pub mod journey;
+pub mod read;
 pub mod requests;
 pub mod send;
 pub mod views;
@@ -50,6 +51,7 @@ pub fn router() -> Router<AppState> {
         .route(MEDIA_PATH, axum::routing::post(send_media))
         .route(TEMPLATE_PATH, axum::routing::post(send_template))
         .route(MESSAGE_PATH, get(journey::get_message))
+        .route(read::READ_PATH, axum::routing::post(read::mark_read))
         .route(batch::BATCH_PATH, axum::routing::post(batch::send_batch))
         .route(batch::BATCH_STATUS_PATH, get(batch::get_batch))
 }
@@ -62,6 +64,7 @@ pub fn router() -> Router<AppState> {
         send::send_template,
         history::list_messages,
         journey::get_message,
+        read::mark_read,
         batch::send_batch,
         batch::get_batch
     ),
@@ -76,6 +79,8 @@ pub fn router() -> Router<AppState> {
         crate::views::templates::TemplateOut,
         MessageOut,
         journey::MessageWithTimeline,
+        read::ReadRequest,
+        read::ReadAccepted,
         batch::BatchRequest,
         batch::BatchAccepted,
         batch::BatchOut,

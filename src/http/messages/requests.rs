@@ -6,10 +6,12 @@
 use uuid::Uuid;
 
 use crate::ops::sending::{CatalogMode, CatalogRequest};
+use serde_json::Value;
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::contact::validate_contact_name;
 use switchboard_domain::message::{
-    Content, MediaInput, TextInput, contains_nul, validate_media, validate_template, validate_text,
+    Content, MediaInput, ReactionMember, TextInput, contains_nul, validate_contacts,
+    validate_location, validate_media, validate_reaction_emoji, validate_template, validate_text,
 };
 use switchboard_domain::phone::Phone;
 use switchboard_domain::template::parse_request_template;
@@ -163,6 +165,12 @@ pub fn text_request(r: SendMessageRequest) -> Result<(Addressing, Content), ApiE
     if r.interactive.as_ref().is_some_and(contains_nul) {
         errors.add("interactive", "must not contain NUL characters");
     }
+    if let Some(content) = other_kind(&mut errors, &r) {
+        return match (errors.is_empty(), content) {
+            (true, Some(c)) => Ok((addressing, c)),
+            _ => Err(ApiError::validation(errors)),
+        };
+    }
     let content = merge(
         &mut errors,
         validate_text(&TextInput {
@@ -175,6 +183,106 @@ pub fn text_request(r: SendMessageRequest) -> Result<(Addressing, Content), ApiE
     match (errors.is_empty(), content) {
         (true, Some(c)) => Ok((addressing, c)),
         _ => Err(ApiError::validation(errors)),
+    }
+}
+
+/// A reaction, location or contacts send (`reaction`, `location` or `contacts` in place of
+/// `message` and `interactive`): `None` when the body asks for none of them.
+fn other_kind(errors: &mut ValidationErrors, r: &SendMessageRequest) -> Option<Option<Content>> {
+    let given: Vec<&str> = [
+        ("reaction", r.reaction.is_some()),
+        ("location", r.location.is_some()),
+        ("contacts", r.contacts.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, given)| given.then_some(k))
+    .collect();
+    let kind = *given.first()?;
+    if given.len() > 1 {
+        errors.add(given[1], format!("cannot be sent together with `{kind}`"));
+    }
+    for (field, present) in [
+        ("message", r.message.is_some()),
+        ("interactive", r.interactive.is_some()),
+        ("type", r.message_type.is_some()),
+    ] {
+        if present {
+            errors.add(field, format!("cannot be sent together with `{kind}`"));
+        }
+    }
+    let content = match kind {
+        "reaction" => {
+            let obj = r.reaction.as_ref().and_then(Value::as_object);
+            if obj.is_none() {
+                errors.add(
+                    "reaction",
+                    "must be an object {\"message_uuid\", \"emoji\"}",
+                );
+            }
+            let uuid = obj.and_then(|o| o.get("message_uuid"));
+            let message_uuid = match uuid
+                .and_then(Value::as_str)
+                .map(|s| Uuid::parse_str(s.trim()))
+            {
+                Some(Ok(u)) => Some(u),
+                _ => {
+                    errors.add(
+                        "reaction.message_uuid",
+                        "is required: the uuid of a message of the recipient's",
+                    );
+                    None
+                }
+            };
+            let emoji = match obj.and_then(|o| o.get("emoji")) {
+                Some(Value::String(e)) => Some(e.as_str()),
+                None | Some(Value::Null) => None,
+                Some(_) => Some("\u{0}"),
+            };
+            let emoji = merge_value(errors, validate_reaction_emoji(emoji));
+            match (message_uuid, emoji) {
+                (Some(u), Some(emoji)) => Some(Content::Reaction(ReactionMember {
+                    emoji,
+                    message_uuid: Some(u),
+                    // Resolved by the send (`ops::sending::plain`).
+                    provider_message_id: String::new(),
+                })),
+                _ => None,
+            }
+        }
+        "location" => {
+            let obj = r.location.as_ref().and_then(Value::as_object);
+            if obj.is_none() {
+                errors.add(
+                    "location",
+                    "must be an object {\"latitude\", \"longitude\", \"name\", \"address\"}",
+                );
+                return Some(None);
+            }
+            let number = |k: &str| obj.and_then(|o| o.get(k)).and_then(Value::as_f64);
+            let text = |k: &str| obj.and_then(|o| o.get(k)).and_then(Value::as_str);
+            merge_value(
+                errors,
+                validate_location(
+                    number("latitude"),
+                    number("longitude"),
+                    text("name"),
+                    text("address"),
+                ),
+            )
+            .map(Content::Location)
+        }
+        _ => merge_value(errors, validate_contacts(r.contacts.as_ref())).map(Content::Contacts),
+    };
+    Some(content)
+}
+
+fn merge_value<T>(errors: &mut ValidationErrors, result: Result<T, ValidationErrors>) -> Option<T> {
+    match result {
+        Ok(v) => Some(v),
+        Err(e) => {
+            errors.0.extend(e.0);
+            None
+        }
     }
 }
 

@@ -33,6 +33,17 @@ pub struct SendMessageRequest {
     pub interactive: Option<Value>,
     /// Show a preview of the first URL in the text (WhatsApp, Telegram).
     pub preview_url: Option<bool>,
+    /// A reaction instead of a text: `{"message_uuid": a message of the same contact,
+    /// "emoji": one emoji, or "" to remove the reaction}` (WhatsApp).
+    #[schema(value_type = Option<Object>)]
+    pub reaction: Option<Value>,
+    /// A location instead of a text: `{"latitude", "longitude", "name"?, "address"?}`.
+    #[schema(value_type = Option<Object>)]
+    pub location: Option<Value>,
+    /// Contacts instead of a text: a non-empty list of WhatsApp contact objects (`name`
+    /// `{"formatted_name", ...}`, `phones` `[{"phone", "type"}]`, ...); Telegram sends one.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub contacts: Option<Value>,
 }
 
 /// Send media by URL.

@@ -71,6 +71,10 @@ impl SendError {
             SendError::Channel(SelectionError::Conflict) => "channel_conflict",
             SendError::Channel(SelectionError::NoDefault) => "no_default_channel",
             SendError::Channel(SelectionError::Invalid { .. }) => "invalid_channel",
+            SendError::ChannelUnusable {
+                reason: "unsupported_for_channel",
+                ..
+            } => "unsupported_for_channel",
             SendError::ChannelUnusable { .. } => "invalid_channel",
             SendError::Refused(r) => r.code,
             SendError::ConversationRequired => "conversation_required",

@@ -121,9 +121,16 @@ pub async fn prepare_with(
     };
     let message_type = input.content.message_type();
     if !provider.supports(message_type) {
+        // The kinds of CONVENTIONS "Every kind of message" have their own code.
+        let reason = match message_type {
+            MessageType::Reaction | MessageType::Location | MessageType::Contacts => {
+                "unsupported_for_channel"
+            }
+            _ => "unsupported",
+        };
         return Err(SendError::ChannelUnusable {
             channel_id: channel.id,
-            reason: "unsupported",
+            reason,
             message: format!(
                 "{} channels cannot send {} messages.",
                 channel.channel_type, message_type
@@ -143,6 +150,8 @@ pub async fn prepare_with(
         input.phone.as_ref(),
     )
     .await?;
+    let mut input = input;
+    resolve_reaction(ctx, &mut input, existing.as_ref()).await?;
     let now = ctx.clock.now();
     let recipient = recipient_contact(
         existing.as_ref(),
@@ -190,6 +199,44 @@ pub async fn prepare_with(
         recipient,
         input,
     })
+}
+
+/// A reaction goes to a message of the same contact (ours, with the provider's id): its
+/// provider id is filled in; any other message is a 422 `validation_failed` on
+/// `reaction.message_uuid`.
+async fn resolve_reaction(
+    ctx: &SendContext<'_>,
+    input: &mut SendInput,
+    recipient: Option<&Contact>,
+) -> Result<(), SendError> {
+    let Content::Reaction(r) = &mut input.content else {
+        return Ok(());
+    };
+    let refuse = |issue: &str| {
+        SendError::Validation(
+            switchboard_domain::FieldError::new("reaction.message_uuid", issue).into(),
+        )
+    };
+    let Some(uuid) = r.message_uuid else {
+        return Err(refuse("is required"));
+    };
+    let target = match ctx.store.find_message(input.org_id, uuid).await {
+        Ok(m) => m,
+        Err(StoreError::NotFound) => return Err(refuse("is not a message of the organization")),
+        Err(e) => return Err(e.into()),
+    };
+    if recipient.is_none_or(|c| c.uuid != target.contact_uuid) {
+        return Err(refuse(
+            "is a message of another contact: a reaction goes to a message of the recipient's",
+        ));
+    }
+    match target.provider_message_id {
+        Some(pid) => {
+            r.provider_message_id = pid;
+            Ok(())
+        }
+        None => Err(refuse("has no provider message id yet (it was never sent)")),
+    }
 }
 
 /// Sends a message: checks it ([`prepare`]), calls the provider within the channel's pace

@@ -13,11 +13,18 @@ use serde_json::{Map, Value, json};
 
 use super::ValidationErrors;
 
+mod kinds;
 mod media;
 mod template;
 mod text;
 pub mod timeline;
 
+pub use kinds::{
+    ContactsMember, InboundContext, LocationMember, MAX_SHARED_CONTACTS, MediaMember,
+    MessageChange, MessageKind, OrderItem, OrderMember, ProviderIssue, ReactionMember, Referral,
+    ReplyTo, SystemMember, TextMember, UnsupportedMember, inbound_interactive, reaction, shown,
+    validate_contacts, validate_location, validate_reaction_emoji,
+};
 pub use media::{
     MEDIA_UPLOAD_REUSE, MediaInput, MediaIssue, MediaLimit, SNIFF_BYTES, WHATSAPP_AUDIO_TYPES,
     check_media_url, check_whatsapp_media, sniff_mime, validate_media, whatsapp_media_limit,
@@ -98,6 +105,12 @@ string_enum!(
         Interactive => "interactive",
         Media => "media",
         Template => "template",
+        Reaction => "reaction",
+        Location => "location",
+        Contacts => "contacts",
+        Order => "order",
+        System => "system",
+        Unsupported => "unsupported",
     }
 );
 
@@ -166,10 +179,12 @@ impl MessageStatus {
     }
 }
 
-/// A status a provider (or the sandbox tools) reports for an outbound message.
+/// A status a provider (or the sandbox tools) reports for an outbound message (WhatsApp's
+/// `played`, a voice message listened to, counts as `read`).
 pub fn parse_reported_status(s: &str) -> Option<MessageStatus> {
     match s {
         "sent" => Some(MessageStatus::Sent),
+        "played" => Some(MessageStatus::Read),
         "delivered" => Some(MessageStatus::Delivered),
         "read" => Some(MessageStatus::Read),
         "failed" => Some(MessageStatus::Failed),
@@ -188,6 +203,11 @@ pub enum Content {
     Interactive(Value),
     Media(Media),
     Template(Template),
+    /// A reaction to a message of the recipient's: `message_uuid` is ours, `provider_message_id`
+    /// the provider's (resolved by the send before the provider call); `emoji` null removes it.
+    Reaction(ReactionMember),
+    Location(LocationMember),
+    Contacts(ContactsMember),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -219,6 +239,9 @@ impl Content {
             Content::Interactive(_) => MessageType::Interactive,
             Content::Media(_) => MessageType::Media,
             Content::Template(_) => MessageType::Template,
+            Content::Reaction(_) => MessageType::Reaction,
+            Content::Location(_) => MessageType::Location,
+            Content::Contacts(_) => MessageType::Contacts,
         }
     }
 
@@ -251,6 +274,11 @@ impl Content {
                     .cloned()
                     .unwrap_or_default(),
             }),
+            MessageType::Reaction => Content::Reaction(serde_json::from_value(v.clone()).ok()?),
+            MessageType::Location => Content::Location(serde_json::from_value(v.clone()).ok()?),
+            MessageType::Contacts => Content::Contacts(serde_json::from_value(v.clone()).ok()?),
+            // Kinds without an outbound [`Content`] form (see [`MessageKind`]).
+            MessageType::Order | MessageType::System | MessageType::Unsupported => return None,
         })
     }
 
@@ -267,6 +295,9 @@ impl Content {
             Content::Interactive(v) => v.clone(),
             Content::Media(m) => serde_json::to_value(m).expect("media serializes"),
             Content::Template(t) => serde_json::to_value(t).expect("template serializes"),
+            Content::Reaction(r) => serde_json::to_value(r).expect("reaction serializes"),
+            Content::Location(l) => serde_json::to_value(l).expect("location serializes"),
+            Content::Contacts(c) => serde_json::to_value(c).expect("contacts serialize"),
         }
     }
 }

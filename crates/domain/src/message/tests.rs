@@ -22,6 +22,7 @@ fn statuses_move_forward_only() {
     assert_eq!(MessageStatus::predecessors(Delivered), vec![Queued, Sent]);
     assert_eq!(MessageStatus::predecessors(Failed), vec![Queued, Sent]);
     assert_eq!(parse_reported_status("read"), Some(Read));
+    assert_eq!(parse_reported_status("played"), Some(Read));
     assert_eq!(parse_reported_status("received"), None);
 }
 
@@ -320,6 +321,18 @@ fn stored_content_reads_back() {
             language: "en_US".into(),
             components: vec![serde_json::json!({"type": "body", "parameters": []})],
         }),
+        Content::Reaction(ReactionMember {
+            emoji: Some("👍".into()),
+            message_uuid: Some(uuid::Uuid::nil()),
+            provider_message_id: "wamid.X".into(),
+        }),
+        Content::Location(validate_location(Some(1.0), Some(2.0), Some("n"), None).unwrap()),
+        Content::Contacts(
+            validate_contacts(Some(
+                &serde_json::json!([{"name": {"formatted_name": "A"}}]),
+            ))
+            .unwrap(),
+        ),
     ];
     for c in contents {
         assert_eq!(

@@ -21,6 +21,10 @@ pub enum StepKind {
     Status,
     /// One attempt to deliver one of the message's events to a webhook endpoint.
     WebhookAttempt,
+    /// The customer edited the message (its content is the edited one).
+    Edited,
+    /// The customer deleted the message (its content is gone).
+    Deleted,
 }
 
 impl StepKind {
@@ -31,6 +35,8 @@ impl StepKind {
             StepKind::ProviderResponse => "provider_response",
             StepKind::Status => "status",
             StepKind::WebhookAttempt => "webhook_attempt",
+            StepKind::Edited => "edited",
+            StepKind::Deleted => "deleted",
         }
     }
 
@@ -41,6 +47,8 @@ impl StepKind {
             StepKind::ProviderResponse,
             StepKind::Status,
             StepKind::WebhookAttempt,
+            StepKind::Edited,
+            StepKind::Deleted,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -96,6 +104,8 @@ mod tests {
             StepKind::ProviderResponse,
             StepKind::Status,
             StepKind::WebhookAttempt,
+            StepKind::Edited,
+            StepKind::Deleted,
         ] {
             assert_eq!(StepKind::parse(k.as_str()), Some(k));
             assert_eq!(serde_json::to_value(k).unwrap(), json!(k.as_str()));

@@ -178,7 +178,7 @@ catalogue! {
         "test": "A test event, sent to one endpoint by its test operation.",
     ],
     "message" => [
-        "received": "An inbound message was received.",
+        "received": "An inbound message was received: `data.message` has `type` and the member named after it (text, media, interactive, reaction, location, contacts, order, system or unsupported; the `MessageKind` schema), with `reply_to`, `forwarded`, `frequently_forwarded` and `referral`.",
         "sent": "An outbound message was sent.",
         "status.update": "An outbound message's delivery status changed.",
     ],

@@ -7,17 +7,18 @@ use uuid::Uuid;
 
 use super::{Backend, Db};
 use crate::{
-    BatchChange, BatchEffectsFn, BatchOutcome, ConversationPolicy, EffectsFn, HistoryCursor,
-    IdempotencyCompletion, InboundOutcome, InboundSender, MessageFilter, MessageRecord, MessageRef,
-    MessageStep, MessageStore, NewConsent, NewOutbound, ProviderBatch, RecipientRef,
-    RecordedOutbound, StatusOutcome, StoreError, StoreResult,
+    BatchChange, BatchEffectsFn, BatchOutcome, ChangeOutcome, ConversationPolicy, EffectsFn,
+    HistoryCursor, IdempotencyCompletion, InboundOutcome, InboundSender, MessageFilter,
+    MessageRecord, MessageRef, MessageStep, MessageStore, NewChange, NewConsent, NewOutbound,
+    NewStatus, ProviderBatch, RecipientRef, RecordedOutbound, StatusOutcome, StoreError,
+    StoreResult,
 };
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{ChannelIdentity, ChannelType};
 use switchboard_domain::contact::{Contact, Conversation};
 use switchboard_domain::event::Effects;
 use switchboard_domain::message::timeline::{self, StepKind};
-use switchboard_domain::message::{Direction, MessageStatus, MessageType};
+use switchboard_domain::message::{Direction, InboundContext, MessageStatus, MessageType};
 
 use super::Conn;
 use super::contacts::{
@@ -34,7 +35,8 @@ macro_rules! select_messages {
                     ch.type AS channel_type, ch.name AS channel_name, ch.identifier AS channel_identifier,
                     m.contact_id, ct.uuid AS contact_uuid, m.conversation_id, cv.uuid AS conversation_uuid,
                     m.api_key_id, m.direction, m.type, m.status, m.content, m.provider_message_id, m.error,
-                    m.created_at, m.updated_at, cs.uuid AS consent_uuid, m.trace
+                    m.created_at, m.updated_at, cs.uuid AS consent_uuid, m.trace,
+                    m.context, m.edited_at, m.deleted_at, m.pricing, m.provider_conversation
              FROM messages m
              JOIN channels ch ON ch.id = m.channel_id
              JOIN contacts ct ON ct.id = m.contact_id
@@ -72,6 +74,11 @@ struct MessageRow {
     updated_at: Timestamp,
     consent_uuid: Option<Uuid>,
     trace: Option<String>,
+    context: Option<Json<Value>>,
+    edited_at: Option<Timestamp>,
+    deleted_at: Option<Timestamp>,
+    pricing: Option<Json<Value>>,
+    provider_conversation: Option<Json<Value>>,
 }
 
 impl TryFrom<MessageRow> for MessageRecord {
@@ -116,6 +123,11 @@ impl TryFrom<MessageRow> for MessageRecord {
             updated_at: r.updated_at,
             consent_uuid: r.consent_uuid,
             trace: r.trace,
+            context: r.context.and_then(|c| serde_json::from_value(c.0).ok()),
+            edited_at: r.edited_at,
+            deleted_at: r.deleted_at,
+            pricing: r.pricing.map(|p| p.0),
+            provider_conversation: r.provider_conversation.map(|p| p.0),
         })
     }
 }
@@ -159,11 +171,13 @@ pub(super) async fn insert_message(
     created_at: Timestamp,
     now: Timestamp,
     journey: &[MessageStep],
+    context: Option<&InboundContext>,
 ) -> StoreResult<Option<i64>> {
     Ok(sqlx::query_scalar(
         "INSERT INTO messages (uuid, org_id, channel_id, contact_id, conversation_id, api_key_id, direction, type,
-                               status, content, provider_message_id, error, created_at, updated_at, trace, journey)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                               status, content, provider_message_id, error, created_at, updated_at, trace, journey,
+                               context)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
          ON CONFLICT (channel_id, provider_message_id) WHERE provider_message_id IS NOT NULL DO NOTHING
          RETURNING id",
     )
@@ -183,6 +197,7 @@ pub(super) async fn insert_message(
     .bind(now)
     .bind(crate::observe::current_trace())
     .bind(Json(journey))
+    .bind(context.map(Json))
     .fetch_optional(&mut *conn)
     .await?)
 }
@@ -233,6 +248,33 @@ async fn message_by_provider_id(
     .fetch_optional(&mut *conn)
     .await?;
     row.map(TryInto::try_into).transpose()
+}
+
+/// Keeps the pricing and conversation a status reported as the message's last, when they
+/// differ from what it has (no event: the status did not change).
+async fn keep_billing(conn: &mut Conn, message: &MessageRecord, s: &NewStatus) -> StoreResult<()> {
+    let pricing = s
+        .pricing
+        .as_ref()
+        .filter(|p| message.pricing.as_ref() != Some(*p));
+    let conversation = s
+        .provider_conversation
+        .as_ref()
+        .filter(|c| message.provider_conversation.as_ref() != Some(*c));
+    if pricing.is_none() && conversation.is_none() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE messages SET pricing = COALESCE($1, pricing),
+                provider_conversation = COALESCE($2, provider_conversation)
+         WHERE id = $3",
+    )
+    .bind(pricing.map(Json))
+    .bind(conversation.map(Json))
+    .bind(message.id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// The condition `status IN (...)` for the statuses from which `next` can be reached
@@ -343,6 +385,7 @@ pub(super) async fn write_outbound_in(
             new.now,
             new.now,
             &journey,
+            None,
         )
         .await?;
         match (inserted, provider_message_id) {
@@ -662,6 +705,7 @@ impl MessageStore for Backend {
                 sent_at,
                 batch.now,
                 &[status_step(batch.now, MessageStatus::Received, None)],
+                Some(&m.context),
             )
             .await?
             else {
@@ -709,15 +753,24 @@ impl MessageStore for Backend {
                 outcome.statuses.push(StatusOutcome::NotFound);
                 continue;
             };
-            if message.direction != Direction::Outbound || !message.status.can_advance_to(s.status)
-            {
+            if message.direction != Direction::Outbound {
+                outcome.statuses.push(StatusOutcome::Ignored { message });
+                continue;
+            }
+            if !message.status.can_advance_to(s.status) {
+                // A late or repeated status moves nothing, but the pricing and conversation it
+                // reports are the message's last (unchanged when the same callback comes again).
+                keep_billing(&mut tx, &message, s).await?;
+                let message = fetch_message(&mut tx, message.id).await?;
                 outcome.statuses.push(StatusOutcome::Ignored { message });
                 continue;
             }
             // Conditional on the status still allowing the move: concurrent updates cannot
             // move a message backwards.
             let sql = format!(
-                "UPDATE messages SET status = $1, error = COALESCE($2, error), updated_at = $3
+                "UPDATE messages SET status = $1, error = COALESCE($2, error), updated_at = $3,
+                        pricing = COALESCE($5, pricing),
+                        provider_conversation = COALESCE($6, provider_conversation)
                  WHERE id = $4 AND {}",
                 predecessor_condition(s.status)
             );
@@ -726,6 +779,8 @@ impl MessageStore for Backend {
                 .bind(s.error.as_ref().map(Json))
                 .bind(batch.now)
                 .bind(message.id)
+                .bind(s.pricing.as_ref().map(Json))
+                .bind(s.provider_conversation.as_ref().map(Json))
                 .execute(&mut *tx)
                 .await?;
             if done.rows_affected() == 0 {
@@ -763,6 +818,109 @@ impl MessageStore for Backend {
                 .fetch_optional(self.reader())
                 .await?;
         row.ok_or(StoreError::NotFound)?.try_into()
+    }
+
+    async fn record_message_changes(
+        &self,
+        channel_id: i64,
+        changes: Vec<NewChange>,
+        now: Timestamp,
+        effects: BatchEffectsFn<'_>,
+    ) -> StoreResult<Vec<ChangeOutcome>> {
+        let mut out = Vec::with_capacity(changes.len());
+        if changes.is_empty() {
+            return Ok(out);
+        }
+        let mut tx = self.write().await?;
+        for c in &changes {
+            let found = message_by_provider_id(&mut tx, channel_id, &c.provider_message_id).await?;
+            let Some(m) = found.filter(|m| m.direction == Direction::Inbound) else {
+                out.push(ChangeOutcome::Ignored);
+                continue;
+            };
+            let unchanged = match &c.edited {
+                Some((t, content)) => *t == m.message_type && *content == m.content,
+                None => false,
+            };
+            if m.deleted_at.is_some() || unchanged {
+                out.push(ChangeOutcome::Ignored);
+                continue;
+            }
+            let at = c.at.min(now);
+            let (kind, change) = match &c.edited {
+                Some((t, content)) => {
+                    sqlx::query(
+                        "UPDATE messages SET type = $1, content = $2, edited_at = $3, updated_at = $4 WHERE id = $5",
+                    )
+                    .bind(t.as_str())
+                    .bind(Json(content))
+                    .bind(at)
+                    .bind(now)
+                    .bind(m.id)
+                    .execute(&mut *tx)
+                    .await?;
+                    (StepKind::Edited, "edited")
+                }
+                None => {
+                    sqlx::query(
+                        "UPDATE messages SET content = $1, deleted_at = $2, updated_at = $3 WHERE id = $4",
+                    )
+                    .bind(Json(Value::Null))
+                    .bind(at)
+                    .bind(now)
+                    .bind(m.id)
+                    .execute(&mut *tx)
+                    .await?;
+                    (StepKind::Deleted, "deleted")
+                }
+            };
+            insert_steps(
+                &mut tx,
+                m.id,
+                &[MessageStep {
+                    at: now,
+                    kind,
+                    detail: serde_json::json!({}),
+                }],
+            )
+            .await?;
+            let updated = fetch_message(&mut tx, m.id).await?;
+            tx.write_effects(&effects(BatchChange::Changed {
+                message: &updated,
+                change,
+            }))
+            .await?;
+            out.push(ChangeOutcome::Applied(Box::new(updated)));
+        }
+        tx.commit(Effects::none()).await?;
+        Ok(out)
+    }
+
+    async fn message_uuids_by_provider_ids(
+        &self,
+        org_id: i64,
+        provider_message_ids: &[String],
+    ) -> StoreResult<HashMap<String, Uuid>> {
+        if provider_message_ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let mut qb = sqlx::QueryBuilder::<Db>::new(
+            "SELECT provider_message_id, uuid FROM messages WHERE org_id = ",
+        );
+        qb.push_bind(org_id);
+        qb.push(" AND provider_message_id IN (");
+        let mut ids = qb.separated(", ");
+        for id in provider_message_ids.iter().take(100) {
+            ids.push_bind(id);
+        }
+        qb.push(") ORDER BY id");
+        let rows: Vec<(String, Uuid)> = qb.build_query_as().fetch_all(self.reader()).await?;
+        // The first message with the id (a provider id is unique per channel only).
+        let mut out = HashMap::new();
+        for (pid, uuid) in rows {
+            out.entry(pid).or_insert(uuid);
+        }
+        Ok(out)
     }
 
     async fn message_timeline(&self, message_id: i64) -> StoreResult<Vec<MessageStep>> {

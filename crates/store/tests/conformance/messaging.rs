@@ -33,6 +33,7 @@ conformance!(
     a_message_journey_is_kept_and_read_oldest_first,
     a_send_in_flight_keeps_what_the_provider_reports,
     a_write_probe_commits,
+    edits_deletions_and_provider_id_lookups,
 );
 
 fn phone(s: &str) -> Phone {
@@ -436,6 +437,7 @@ fn inbound(sender: InboundSender, pid: &str, sent_at: i64) -> NewInbound {
         content: json!({"body": "hi"}),
         provider_message_id: pid.into(),
         sent_at: t(sent_at),
+        context: Default::default(),
     }
 }
 
@@ -452,6 +454,13 @@ fn batch_effects(change: BatchChange<'_>) -> Effects {
             message.org_id,
             "message.status.update",
             json!({"message_id": message.id, "previous": previous, "status": message.status}),
+            None,
+            message.updated_at,
+        )),
+        BatchChange::Changed { message, change } => Effects::none().event(NewEvent::new(
+            message.org_id,
+            "message.status.update",
+            json!({"message_id": message.id, "change": change}),
             None,
             message.updated_at,
         )),
@@ -564,6 +573,8 @@ async fn provider_batches_deduplicate_and_move_statuses_forward(s: SharedStore) 
         message: MessageRef::Provider(pid.into()),
         status: st,
         error: (st == MessageStatus::Failed).then(|| json!({"code": 131026})),
+        pricing: None,
+        provider_conversation: None,
     };
     let out = s
         .record_provider_batch(
@@ -643,11 +654,15 @@ async fn provider_batches_deduplicate_and_move_statuses_forward(s: SharedStore) 
                         message: MessageRef::Id(second.message.id),
                         status: MessageStatus::Failed,
                         error: Some(json!({"code": "x"})),
+                        pricing: None,
+                        provider_conversation: None,
                     },
                     NewStatus {
                         message: MessageRef::Id(second.message.id),
                         status: MessageStatus::Delivered,
                         error: None,
+                        pricing: None,
+                        provider_conversation: None,
                     },
                 ],
                 now: t(6_000),
@@ -680,6 +695,8 @@ async fn provider_batches_deduplicate_and_move_statuses_forward(s: SharedStore) 
                         message: MessageRef::Id(sent.message.id),
                         status: MessageStatus::Read,
                         error: None,
+                        pricing: None,
+                        provider_conversation: None,
                     },
                     status("wamid.out", MessageStatus::Read),
                 ],
@@ -1368,6 +1385,8 @@ async fn a_message_journey_is_kept_and_read_oldest_first(s: SharedStore) {
                     error: (status == MessageStatus::Failed).then(|| {
                         json!({"code": "provider_rejected", "provider_code": 131026, "message": "undeliverable"})
                     }),
+                    pricing: None,
+                    provider_conversation: None,
                 }],
                 now: t(at),
             },
@@ -1426,6 +1445,7 @@ async fn a_message_journey_is_kept_and_read_oldest_first(s: SharedStore) {
                     content: json!({"body": "hi"}),
                     provider_message_id: "in-1".into(),
                     sent_at: t(4_000),
+                    context: Default::default(),
                 }],
                 statuses: vec![],
                 now: t(4_000),
@@ -1732,4 +1752,153 @@ async fn a_send_in_flight_keeps_what_the_provider_reports(s: SharedStore) {
 async fn a_write_probe_commits(s: SharedStore) {
     s.probe_write(t(1)).await.unwrap();
     s.probe_write(t(2)).await.unwrap();
+}
+
+/// Issue 32: the inbound context is kept; provider ids resolve to uuids in the organization;
+/// edits and deletions change the message once, with a step and an event each.
+async fn edits_deletions_and_provider_id_lookups(s: SharedStore) {
+    use switchboard_domain::message::{InboundContext, ReplyTo};
+    let f = fixture(&s).await;
+    let from = InboundSender::Phone(phone("+4915123456789"));
+    let mut reply = inbound(from.clone(), "wamid.2", 101);
+    reply.context = InboundContext {
+        reply_to: Some(ReplyTo {
+            message_uuid: None,
+            provider_message_id: "wamid.1".into(),
+        }),
+        forwarded: true,
+        frequently_forwarded: false,
+        referral: None,
+    };
+    let expected_context = reply.context.clone();
+    let out = s
+        .record_provider_batch(
+            ProviderBatch {
+                org_id: f.org,
+                channel_id: f.channel,
+                messages: vec![inbound(from.clone(), "wamid.1", 100), reply],
+                statuses: vec![],
+                now: t(1_000),
+            },
+            Box::new(batch_effects),
+        )
+        .await
+        .unwrap();
+    let stored: Vec<MessageRecord> = out
+        .messages
+        .iter()
+        .filter_map(|o| match o {
+            InboundOutcome::Stored(r) => Some(r.message.clone()),
+            InboundOutcome::Duplicate { .. } => None,
+        })
+        .collect();
+    let first = stored
+        .iter()
+        .find(|m| m.provider_message_id.as_deref() == Some("wamid.1"))
+        .unwrap();
+    let second = stored
+        .iter()
+        .find(|m| m.provider_message_id.as_deref() == Some("wamid.2"))
+        .unwrap();
+    assert_eq!(second.context.as_ref(), Some(&expected_context));
+    assert_eq!(
+        s.find_message(f.org, second.uuid).await.unwrap().context,
+        Some(expected_context)
+    );
+
+    // Lookups: the organization's messages only; unknown ids are absent.
+    let found = s
+        .message_uuids_by_provider_ids(f.org, &["wamid.1".into(), "wamid.nope".into()])
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found.get("wamid.1"), Some(&first.uuid));
+    let other = s.create_org("Other", t(0)).await.unwrap();
+    assert!(
+        s.message_uuids_by_provider_ids(other.id, &["wamid.1".into()])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        s.message_uuids_by_provider_ids(f.org, &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let events_before = s.list_outbox_events(f.org, 100).await.unwrap().len();
+    let edit = || NewChange {
+        provider_message_id: "wamid.1".into(),
+        edited: Some((MessageType::Text, json!({"body": "hello"}))),
+        at: t(1_100),
+    };
+    let delete = || NewChange {
+        provider_message_id: "wamid.1".into(),
+        edited: None,
+        at: t(1_200),
+    };
+    let unknown = NewChange {
+        provider_message_id: "wamid.none".into(),
+        edited: None,
+        at: t(1_200),
+    };
+    let outcomes = s
+        .record_message_changes(
+            f.channel,
+            vec![edit(), edit(), unknown],
+            t(1_150),
+            Box::new(batch_effects),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(outcomes[0], ChangeOutcome::Applied(_)));
+    assert!(
+        matches!(outcomes[1], ChangeOutcome::Ignored),
+        "the same edit again"
+    );
+    assert!(
+        matches!(outcomes[2], ChangeOutcome::Ignored),
+        "an unknown message"
+    );
+    let m = s.find_message(f.org, first.uuid).await.unwrap();
+    assert_eq!(m.content, json!({"body": "hello"}));
+    assert_eq!(m.edited_at, Some(t(1_100)));
+    assert_eq!(m.deleted_at, None);
+    let outcomes = s
+        .record_message_changes(
+            f.channel,
+            vec![delete(), delete(), edit()],
+            t(1_300),
+            Box::new(batch_effects),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(outcomes[0], ChangeOutcome::Applied(_)));
+    assert!(matches!(outcomes[1], ChangeOutcome::Ignored));
+    assert!(
+        matches!(outcomes[2], ChangeOutcome::Ignored),
+        "no edit after a deletion"
+    );
+    let m = s.find_message(f.org, first.uuid).await.unwrap();
+    assert_eq!(m.content, serde_json::Value::Null);
+    assert_eq!(m.deleted_at, Some(t(1_200)));
+    assert_eq!(m.message_type, MessageType::Text);
+    let kinds: Vec<StepKind> = s
+        .message_timeline(m.id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|st| st.kind)
+        .collect();
+    assert!(
+        kinds.contains(&StepKind::Edited) && kinds.contains(&StepKind::Deleted),
+        "{kinds:?}"
+    );
+    let events = s.list_outbox_events(f.org, 100).await.unwrap();
+    assert_eq!(
+        events.len(),
+        events_before + 2,
+        "one event per applied change"
+    );
 }

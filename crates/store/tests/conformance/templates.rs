@@ -462,6 +462,7 @@ async fn consented_sends_store_and_link_the_evidence(ts: &TestStore) {
                     content: json!({"body": "hi"}),
                     provider_message_id: "wamid.in".into(),
                     sent_at: t(25),
+                    context: Default::default(),
                 }],
                 statuses: vec![],
                 now: t(25),

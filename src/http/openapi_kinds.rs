@@ -1,0 +1,161 @@
+//! The message kinds in the OpenAPI document (CONVENTIONS "Every kind of message, in and
+//! out"): `MessageKind`, a `oneOf` with the discriminator `type`, one object per kind with
+//! `type` and the member named after it; `MessageOut` (the API's message, and `message` in
+//! every `message.*` event's data) is one of them.
+
+use serde_json::{Map, Value, json};
+
+use switchboard_domain::message::MessageType;
+
+/// The member schema of each kind (components registered by `openapi::BaseApi`; `null` when
+/// the member is a free-form object).
+fn member_schema(t: MessageType) -> Value {
+    let component = match t {
+        MessageType::Text => Some("TextMember"),
+        MessageType::Media => None,
+        MessageType::Interactive | MessageType::Template => None,
+        MessageType::Reaction => Some("ReactionMember"),
+        MessageType::Location => Some("LocationMember"),
+        MessageType::Contacts => Some("ContactsMember"),
+        MessageType::Order => Some("OrderMember"),
+        MessageType::System => Some("SystemMember"),
+        MessageType::Unsupported => Some("UnsupportedMember"),
+    };
+    match (component, t) {
+        (Some(c), _) => json!({"$ref": format!("#/components/schemas/{c}")}),
+        (None, MessageType::Media) => json!({
+            "description": "Outbound: `{\"media_type\", \"media_url\", \"caption\", \"file_name\"}`; inbound: the `MediaMember` (the provider's media id, `voice`, `animated`).",
+            "oneOf": [{"$ref": "#/components/schemas/MediaMember"}, {"type": "object"}],
+        }),
+        (None, MessageType::Interactive) => json!({
+            "type": "object",
+            "description": "The WhatsApp Cloud API `interactive` object. Inbound replies: `button_reply` `{\"id\", \"title\"}`, `list_reply` `{\"id\", \"title\", \"description\"}`, `button` (a template quick reply) `{\"payload\", \"text\"}`, `nfm_reply` (a Flow reply) `{\"name\", \"body\", \"response\": the parsed response_json, \"flow_token\"}`.",
+        }),
+        (None, _) => json!({
+            "type": "object",
+            "description": "`{\"name\", \"language\", \"components\"}`.",
+        }),
+    }
+}
+
+/// `Message` + the type's name in CamelCase: `reaction` -> `ReactionMessage`.
+fn kind_schema_name(t: MessageType) -> String {
+    let s = t.as_str();
+    let mut out: String = s[..1].to_uppercase();
+    out.push_str(&s[1..]);
+    out.push_str("Message");
+    out
+}
+
+/// Adds `MessageKind` and one schema per kind to the rendered document, and makes
+/// `MessageOut` one of them.
+pub fn add_to(doc: &mut Value) {
+    let mut schemas = Map::new();
+    let mut mapping = Map::new();
+    let mut one_of = Vec::new();
+    for t in MessageType::ALL {
+        let name = kind_schema_name(*t);
+        let reference = format!("#/components/schemas/{name}");
+        schemas.insert(
+            name.clone(),
+            json!({
+                "type": "object",
+                "description": format!("A `{}` message: `type` and the member `{}` (null when the customer deleted the message).", t, t),
+                "required": ["type", t.as_str()],
+                "properties": {
+                    "type": {"type": "string", "enum": [t.as_str()]},
+                    t.as_str(): member_schema(*t),
+                },
+            }),
+        );
+        mapping.insert(t.as_str().into(), json!(reference));
+        one_of.push(json!({"$ref": reference}));
+    }
+    schemas.insert(
+        "MessageKind".into(),
+        json!({
+            "description": "Every kind of message: `{\"type\": \"<kind>\", \"<kind>\": {...member}}`, on the API, in `message.*` event data and in the console.",
+            "oneOf": one_of,
+            "discriminator": {"propertyName": "type", "mapping": mapping},
+        }),
+    );
+    let Some(components) = doc["components"]["schemas"].as_object_mut() else {
+        return;
+    };
+    components.extend(schemas);
+    // (`MessageOut` is an `allOf` already: its own properties and the flattened inbound context.)
+    if let Some(message) = components.get_mut("MessageOut") {
+        let kind = json!({"$ref": "#/components/schemas/MessageKind"});
+        match message.get_mut("allOf").and_then(Value::as_array_mut) {
+            Some(all) => all.push(kind),
+            None => message["allOf"] = json!([kind]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_a_one_of_with_a_discriminator() {
+        let mut doc = serde_json::to_value(crate::http::openapi::document()).unwrap();
+        add_to(&mut doc);
+        let schemas = &doc["components"]["schemas"];
+        let kind = &schemas["MessageKind"];
+        assert_eq!(kind["discriminator"]["propertyName"], "type");
+        assert_eq!(
+            kind["oneOf"].as_array().unwrap().len(),
+            MessageType::ALL.len()
+        );
+        for t in MessageType::ALL {
+            let reference = kind["discriminator"]["mapping"][t.as_str()]
+                .as_str()
+                .unwrap();
+            let name = reference.rsplit('/').next().unwrap();
+            let schema = &schemas[name];
+            assert_eq!(schema["properties"]["type"]["enum"], json!([t.as_str()]));
+            // Every member schema it points at is in the document.
+            let member = &schema["properties"][t.as_str()];
+            for r in member.get("$ref").into_iter().chain(
+                member["oneOf"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|o| o.get("$ref")),
+            ) {
+                let target = r.as_str().unwrap().rsplit('/').next().unwrap();
+                assert!(schemas[target].is_object(), "{target} is not a component");
+            }
+        }
+        let parts = schemas["MessageOut"]["allOf"].as_array().unwrap();
+        assert!(parts.contains(&json!({"$ref": "#/components/schemas/MessageKind"})));
+        // The flattened inbound context (null for outbound messages).
+        assert!(
+            json!(parts)
+                .to_string()
+                .contains("#/components/schemas/InboundContext")
+        );
+        let own = parts.iter().find(|p| p["properties"].is_object()).unwrap();
+        for field in [
+            "reaction",
+            "location",
+            "contacts",
+            "order",
+            "system",
+            "unsupported",
+            "deleted_at",
+        ] {
+            assert!(
+                own["properties"][field].is_object(),
+                "MessageOut lacks {field}"
+            );
+        }
+        for field in ["reply_to", "forwarded", "frequently_forwarded", "referral"] {
+            assert!(
+                schemas["InboundContext"]["properties"][field].is_object(),
+                "InboundContext lacks {field}"
+            );
+        }
+    }
+}
