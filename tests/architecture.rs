@@ -707,14 +707,13 @@ const MAX_FILE_LINES: usize = 650;
 /// The most lines a production function may have, signature to closing brace.
 const MAX_FN_LINES: usize = 120;
 
-/// Files and functions over the limits today, with their size now: none may grow, and a new
-/// one fails. Split them and remove them from here (issue 33).
+/// Files and functions over the limits today, with their size now: none may grow, a new one
+/// fails, and one that shrinks must lower its cap here (or leave the list). Split them (issue 33).
 const OVERSIZED: &[(&str, usize)] = &[
     ("src/bin/bench/scale.rs", 989),
-    ("crates/store/src/shared/messages.rs", 884),
-    ("src/providers/whatsapp_cloud.rs", 761),
+    ("crates/store/src/shared/messages.rs", 762),
+    ("src/providers/whatsapp_cloud.rs", 718),
     ("crates/store/src/shared/webhooks/deliveries.rs", 729),
-    ("src/http/json.rs::read", 268),
     ("src/http/legacy/campaigns.rs::create_campaign", 238),
     ("src/ops/sending/queued.rs::process", 212),
     ("src/ops/sending/catalog.rs::send_catalog", 211),
@@ -726,10 +725,6 @@ const OVERSIZED: &[(&str, usize)] = &[
     (
         "crates/store/src/shared/webhooks/deliveries.rs::claim_in",
         199,
-    ),
-    (
-        "crates/store/src/shared/messages.rs::record_provider_batch",
-        165,
     ),
     (
         "crates/store/src/shared/messages.rs::write_outbound_group",
@@ -744,7 +739,7 @@ const OVERSIZED: &[(&str, usize)] = &[
         "crates/domain/src/template/parameters.rs::fit_parameters",
         155,
     ),
-    ("src/providers/whatsapp_cloud.rs::parse_callback", 153),
+    ("src/providers/whatsapp_cloud.rs::parse_callback", 122),
     (
         "crates/store/src/shared/webhooks/recovery.rs::recover_page",
         153,
@@ -841,6 +836,7 @@ fn no_production_file_or_function_is_too_large() {
         rust_files(&root.join(dir), &mut files);
     }
     let mut found = Vec::new();
+    let mut measured = std::collections::HashMap::new();
     for file in files.iter().filter(|f| !f.ends_with("tests.rs")) {
         let path = file.strip_prefix(root).unwrap().display().to_string();
         let source = std::fs::read_to_string(file).unwrap();
@@ -852,6 +848,19 @@ fn no_production_file_or_function_is_too_large() {
                     "{name}: {lines} lines (files at most {MAX_FILE_LINES}, functions {MAX_FN_LINES})"
                 )),
             }
+            measured.insert(name, lines);
+        }
+    }
+    // The list only shrinks: what got smaller lowers its cap, what is within the limits leaves.
+    for (name, cap) in OVERSIZED {
+        match measured.get(*name) {
+            None => found.push(format!(
+                "{name}: within the limits now; remove it from OVERSIZED"
+            )),
+            Some(lines) if lines < cap => found.push(format!(
+                "{name}: {lines} lines now; lower its cap from {cap}"
+            )),
+            Some(_) => {}
         }
     }
     assert!(

@@ -171,6 +171,71 @@ pub fn router() -> Router<AppState> {
 
 #[cfg(test)]
 mod tests {
+    /// The message kinds (`openapi_kinds`): a `oneOf` with the discriminator `type`.
+    #[test]
+    fn every_kind_is_a_one_of_with_a_discriminator() {
+        let doc: serde_json::Value = serde_json::from_str(super::rendered()).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        let kind = &schemas["MessageKind"];
+        assert_eq!(kind["discriminator"]["propertyName"], "type");
+        assert_eq!(
+            kind["oneOf"].as_array().unwrap().len(),
+            switchboard_domain::message::MessageType::ALL.len()
+        );
+        for t in switchboard_domain::message::MessageType::ALL {
+            let reference = kind["discriminator"]["mapping"][t.as_str()]
+                .as_str()
+                .unwrap();
+            let name = reference.rsplit('/').next().unwrap();
+            let schema = &schemas[name];
+            assert_eq!(
+                schema["properties"]["type"]["enum"],
+                serde_json::json!([t.as_str()])
+            );
+            // Every member schema it points at is in the document.
+            let member = &schema["properties"][t.as_str()];
+            for r in member.get("$ref").into_iter().chain(
+                member["oneOf"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|o| o.get("$ref")),
+            ) {
+                let target = r.as_str().unwrap().rsplit('/').next().unwrap();
+                assert!(schemas[target].is_object(), "{target} is not a component");
+            }
+        }
+        let parts = schemas["MessageOut"]["allOf"].as_array().unwrap();
+        assert!(parts.contains(&serde_json::json!({"$ref": "#/components/schemas/MessageKind"})));
+        // The flattened inbound context (null for outbound messages).
+        assert!(
+            serde_json::json!(parts)
+                .to_string()
+                .contains("#/components/schemas/InboundContext")
+        );
+        let own = parts.iter().find(|p| p["properties"].is_object()).unwrap();
+        for field in [
+            "reaction",
+            "location",
+            "contacts",
+            "order",
+            "system",
+            "unsupported",
+            "deleted_at",
+        ] {
+            assert!(
+                own["properties"][field].is_object(),
+                "MessageOut lacks {field}"
+            );
+        }
+        for field in ["reply_to", "forwarded", "frequently_forwarded", "referral"] {
+            assert!(
+                schemas["InboundContext"]["properties"][field].is_object(),
+                "InboundContext lacks {field}"
+            );
+        }
+    }
+
     #[test]
     fn every_operation_documents_errors() {
         let doc = super::document();

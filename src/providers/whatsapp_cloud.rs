@@ -23,6 +23,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{Map, Value, json};
 use sha2::Sha256;
 
+pub use super::whatsapp_kinds::payload;
 use super::{
     Accepted, InboundError, ParsedCallback, ParsedInbound, ParsedStatus, ParsedTemplateStatus,
     Provider, ProviderError, describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
@@ -31,9 +32,7 @@ use super::{
 use switchboard_domain::channel::ChannelType;
 use switchboard_domain::contact::InboundSender;
 use switchboard_domain::contact::{Contact, clean_profile_name};
-use switchboard_domain::message::{
-    Content, MediaType, MessageStatus, MessageType, parse_reported_status,
-};
+use switchboard_domain::message::{Content, MessageStatus, MessageType, parse_reported_status};
 use switchboard_domain::pacing::{DEFAULT_MAX_PER_SECOND, MAX_MAX_PER_SECOND};
 use switchboard_domain::phone::Phone;
 use switchboard_domain::template::status_of_provider_event;
@@ -209,78 +208,6 @@ pub fn read_template_page(
         .and_then(|p| p.get("cursors")?.get("after")?.as_str())
         .map(str::to_owned);
     Ok((out, next))
-}
-
-/// The Graph API request body of a send.
-pub fn payload(to_digits: &str, content: &Content) -> Value {
-    let mut body = json!({
-        "messaging_product": "whatsapp",
-        "recipient_type": "individual",
-        "to": to_digits,
-    });
-    match content {
-        Content::Text {
-            body: text,
-            preview_url,
-        } => {
-            body["type"] = json!("text");
-            body["text"] = json!({ "body": text, "preview_url": preview_url });
-        }
-        Content::Interactive(v) => {
-            body["type"] = json!("interactive");
-            body["interactive"] = v.clone();
-        }
-        Content::Media(m) => {
-            let kind = m.media_type.as_str();
-            // By the id of an upload when the media pipeline made one, else by link.
-            let mut obj = match &m.media_id {
-                Some(id) => json!({ "id": id }),
-                None => json!({ "link": m.media_url }),
-            };
-            if let Some(c) = &m.caption {
-                if !matches!(m.media_type, MediaType::Audio | MediaType::Sticker) {
-                    obj["caption"] = json!(c);
-                }
-            }
-            if let (Some(f), MediaType::Document) = (&m.file_name, m.media_type) {
-                obj["filename"] = json!(f);
-            }
-            body["type"] = json!(kind);
-            body[kind] = obj;
-        }
-        Content::Template(t) => {
-            let mut template = json!({ "name": t.name, "language": { "code": t.language } });
-            if !t.components.is_empty() {
-                template["components"] = json!(t.components);
-            }
-            body["type"] = json!("template");
-            body["template"] = template;
-        }
-        Content::Reaction(r) => {
-            // An empty emoji removes the reaction.
-            body["type"] = json!("reaction");
-            body["reaction"] = json!({
-                "message_id": r.provider_message_id,
-                "emoji": r.emoji.as_deref().unwrap_or(""),
-            });
-        }
-        Content::Location(l) => {
-            let mut location = json!({ "latitude": l.latitude, "longitude": l.longitude });
-            if let Some(n) = &l.name {
-                location["name"] = json!(n);
-            }
-            if let Some(a) = &l.address {
-                location["address"] = json!(a);
-            }
-            body["type"] = json!("location");
-            body["location"] = location;
-        }
-        Content::Contacts(c) => {
-            body["type"] = json!("contacts");
-            body["contacts"] = json!(c.contacts);
-        }
-    }
-    body
 }
 
 /// Classifies a Graph API answer.
@@ -733,58 +660,66 @@ pub fn parse_callback(
                 .into_iter()
                 .flatten()
             {
-                let id = s
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .filter(|id| !id.is_empty() && id.len() <= 512);
-                let status = s
-                    .get("status")
-                    .and_then(Value::as_str)
-                    .and_then(parse_reported_status);
-                let (Some(id), Some(status)) = (id, status) else {
-                    out.skipped += 1;
-                    continue;
-                };
-                let error = (status == MessageStatus::Failed).then(|| {
-                    let first = s.get("errors").and_then(|e| e.get(0));
-                    let mut e = json!({
-                        "code": "delivery_failed",
-                        "message": first
-                            .and_then(|e| e.get("message").or_else(|| e.get("title")))
-                            .and_then(Value::as_str)
-                            .unwrap_or("The provider could not deliver the message."),
-                        "provider": "whatsapp_cloud",
-                        "provider_code": first.and_then(|e| e.get("code")).cloned(),
-                        "provider_details": first
-                            .and_then(|e| e.get("error_data"))
-                            .and_then(|d| d.get("details"))
-                            .cloned(),
-                    });
-                    strip_nul(&mut e);
-                    e
-                });
-                let (pricing, provider_conversation) = whatsapp_kinds::billing_of(s);
-                out.statuses.push(ParsedStatus {
-                    provider_message_id: id.replace('\0', ""),
-                    status,
-                    error,
-                    pricing,
-                    provider_conversation,
-                    reference: s
-                        .get("biz_opaque_callback_data")
-                        .and_then(Value::as_str)
-                        .filter(|r| r.len() <= 512)
-                        .map(str::to_owned),
-                });
+                match parse_status(s) {
+                    Some(status) => out.statuses.push(status),
+                    None => out.skipped += 1,
+                }
             }
         }
     }
     Ok(out)
 }
 
+/// One entry of a callback's `statuses` (`None`: without an id or a status we know).
+fn parse_status(s: &Value) -> Option<ParsedStatus> {
+    let id = s
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty() && id.len() <= 512);
+    let status = s
+        .get("status")
+        .and_then(Value::as_str)
+        .and_then(parse_reported_status);
+    let (Some(id), Some(status)) = (id, status) else {
+        return None;
+    };
+    let error = (status == MessageStatus::Failed).then(|| {
+        let first = s.get("errors").and_then(|e| e.get(0));
+        let mut e = json!({
+            "code": "delivery_failed",
+            "message": first
+                .and_then(|e| e.get("message").or_else(|| e.get("title")))
+                .and_then(Value::as_str)
+                .unwrap_or("The provider could not deliver the message."),
+            "provider": "whatsapp_cloud",
+            "provider_code": first.and_then(|e| e.get("code")).cloned(),
+            "provider_details": first
+                .and_then(|e| e.get("error_data"))
+                .and_then(|d| d.get("details"))
+                .cloned(),
+        });
+        strip_nul(&mut e);
+        e
+    });
+    let (pricing, provider_conversation) = whatsapp_kinds::billing_of(s);
+    Some(ParsedStatus {
+        provider_message_id: id.replace('\0', ""),
+        status,
+        error,
+        pricing,
+        provider_conversation,
+        reference: s
+            .get("biz_opaque_callback_data")
+            .and_then(Value::as_str)
+            .filter(|r| r.len() <= 512)
+            .map(str::to_owned),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchboard_domain::message::MediaType;
     use switchboard_domain::message::{Media, MessageKind, Template};
 
     #[test]

@@ -5,13 +5,14 @@
 //! `button`, `reaction`, `location`, `contacts`, `order`, `system`, `unsupported` (and `unknown`,
 //! its older name); `context` (a reply: `id`; `forwarded`, `frequently_forwarded`) and
 //! `referral` (click-to-chat ads) beside them. Edits (`edit`) and deletions (`revoke`) are
-//! changes of an earlier message ([`change_of`]).
+//! changes of an earlier message ([`change_of`]). Outbound, [`payload`] is the Graph API
+//! request body of each kind a send carries.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::{ParsedChange, unix_seconds};
 use switchboard_domain::message::{
-    ContactsMember, InboundContext, LocationMember, MediaMember, MediaType, MessageChange,
+    ContactsMember, Content, InboundContext, LocationMember, MediaMember, MediaType, MessageChange,
     MessageKind, OrderItem, OrderMember, ProviderIssue, Referral, ReplyTo, SystemMember,
     UnsupportedMember, inbound_interactive, reaction,
 };
@@ -263,6 +264,78 @@ pub fn context_of(m: &Map<String, Value>) -> InboundContext {
         frequently_forwarded: flag("frequently_forwarded"),
         referral,
     }
+}
+
+/// The Graph API request body of a send.
+pub fn payload(to_digits: &str, content: &Content) -> Value {
+    let mut body = json!({
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "to": to_digits,
+    });
+    match content {
+        Content::Text {
+            body: text,
+            preview_url,
+        } => {
+            body["type"] = json!("text");
+            body["text"] = json!({ "body": text, "preview_url": preview_url });
+        }
+        Content::Interactive(v) => {
+            body["type"] = json!("interactive");
+            body["interactive"] = v.clone();
+        }
+        Content::Media(m) => {
+            let kind = m.media_type.as_str();
+            // By the id of an upload when the media pipeline made one, else by link.
+            let mut obj = match &m.media_id {
+                Some(id) => json!({ "id": id }),
+                None => json!({ "link": m.media_url }),
+            };
+            if let Some(c) = &m.caption {
+                if !matches!(m.media_type, MediaType::Audio | MediaType::Sticker) {
+                    obj["caption"] = json!(c);
+                }
+            }
+            if let (Some(f), MediaType::Document) = (&m.file_name, m.media_type) {
+                obj["filename"] = json!(f);
+            }
+            body["type"] = json!(kind);
+            body[kind] = obj;
+        }
+        Content::Template(t) => {
+            let mut template = json!({ "name": t.name, "language": { "code": t.language } });
+            if !t.components.is_empty() {
+                template["components"] = json!(t.components);
+            }
+            body["type"] = json!("template");
+            body["template"] = template;
+        }
+        Content::Reaction(r) => {
+            // An empty emoji removes the reaction.
+            body["type"] = json!("reaction");
+            body["reaction"] = json!({
+                "message_id": r.provider_message_id,
+                "emoji": r.emoji.as_deref().unwrap_or(""),
+            });
+        }
+        Content::Location(l) => {
+            let mut location = json!({ "latitude": l.latitude, "longitude": l.longitude });
+            if let Some(n) = &l.name {
+                location["name"] = json!(n);
+            }
+            if let Some(a) = &l.address {
+                location["address"] = json!(a);
+            }
+            body["type"] = json!("location");
+            body["location"] = location;
+        }
+        Content::Contacts(c) => {
+            body["type"] = json!("contacts");
+            body["contacts"] = json!(c.contacts);
+        }
+    }
+    body
 }
 
 #[cfg(test)]

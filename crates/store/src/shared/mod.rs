@@ -17,6 +17,7 @@ mod groups;
 mod idempotency;
 mod keys;
 mod media;
+mod message_changes;
 mod messages;
 mod org_log;
 mod orgs;
