@@ -279,7 +279,10 @@ impl TestEnv {
 
     /// An organization with an active default sandbox channel and a wildcard key.
     pub async fn seed(&self) -> Seed {
-        let org = self.admin(&["org", "create", "--name", "Acme"]).await;
+        // Tests seed several organizations of one name (`--force`: a repeated name is refused).
+        let org = self
+            .admin(&["org", "create", "--name", "Acme", "--force"])
+            .await;
         let org_id = org["id"].as_i64().unwrap();
         let channel = self
             .admin(&[
