@@ -206,8 +206,7 @@ async fn main() -> anyhow::Result<()> {
                 url: format!("http://127.0.0.1:{port}/hook/{i}"),
                 events: vec!["integration.test".into(), "security.*".into()],
                 headers: Default::default(),
-                status: None,
-                ordering: None,
+                ..Default::default()
             },
             Actor::Admin,
         )

@@ -17,9 +17,11 @@ use switchboard_domain::event::{Actor, Effects};
 use switchboard_domain::webhooks::catalogue;
 use switchboard_domain::webhooks::endpoint::{self, EndpointOrdering, EndpointStatus};
 use switchboard_domain::webhooks::events as wh_events;
+use switchboard_domain::webhooks::filter::Filter;
 use switchboard_domain::webhooks::signing;
 use switchboard_store::webhooks::{
-    DeliveryRecord, EndpointPatch, EndpointRecord, NewEndpoint, RetryRefusal,
+    ControlsPatch, DeliveryRecord, EndpointControls, EndpointPatch, EndpointRecord, NewEndpoint,
+    RetryRefusal,
 };
 use switchboard_store::{Store, StoreError};
 
@@ -62,6 +64,7 @@ impl From<StoreError> for WebhookError {
 pub type WebhookResult<T> = Result<T, WebhookError>;
 
 /// A new endpoint.
+#[derive(Default)]
 pub struct CreateEndpoint {
     pub name: Option<String>,
     pub url: String,
@@ -69,6 +72,8 @@ pub struct CreateEndpoint {
     pub headers: BTreeMap<String, String>,
     pub status: Option<EndpointStatus>,
     pub ordering: Option<EndpointOrdering>,
+    /// A filter on the envelope (`None`: every subscribed event).
+    pub filter: Option<serde_json::Value>,
 }
 
 /// A change: `None` leaves a field as it is.
@@ -80,6 +85,8 @@ pub struct UpdateEndpoint {
     pub headers: Option<BTreeMap<String, String>>,
     pub status: Option<EndpointStatus>,
     pub ordering: Option<EndpointOrdering>,
+    /// `Some(None)` removes the filter.
+    pub filter: Option<Option<serde_json::Value>>,
 }
 
 /// Collects field problems and URL safety into one result.
@@ -127,6 +134,17 @@ impl Checker {
                     format!("headers.{name}")
                 };
                 self.errors.add(field, issue);
+            }
+        }
+    }
+
+    /// Checks a filter; returns it as the JSON text to store.
+    fn filter(&mut self, filter: &serde_json::Value) -> Option<String> {
+        match Filter::parse(filter) {
+            Ok(_) => Some(filter.to_string()),
+            Err(issue) => {
+                self.errors.add("filter", issue);
+                None
             }
         }
     }
@@ -250,6 +268,7 @@ pub async fn create_endpoint(
     check.url(&input.url, deps).await;
     let events = check.events(&input.events);
     check.headers(&input.headers);
+    let filter = input.filter.as_ref().and_then(|f| check.filter(f));
     check.finish()?;
 
     let secret = signing::generate_secret();
@@ -270,6 +289,7 @@ pub async fn create_endpoint(
                 now,
                 legacy: false,
                 ordering: input.ordering.unwrap_or_default(),
+                controls: EndpointControls { filter },
             },
             Box::new(move |e| created_effects(e, actor, now)),
         )
@@ -297,6 +317,10 @@ pub async fn update_endpoint(
     if let Some(h) = &input.headers {
         check.headers(h);
     }
+    let filter = input
+        .filter
+        .as_ref()
+        .map(|f| f.as_ref().and_then(|f| check.filter(f)));
     check.finish()?;
     get_endpoint(deps, org_id, uuid, Kind::Endpoint).await?;
 
@@ -316,6 +340,7 @@ pub async fn update_endpoint(
                 sealed_secret: None,
                 retire_secret_until: None,
                 ordering: input.ordering,
+                controls: ControlsPatch { filter },
             },
             now,
             Box::new(move |(old, new)| update_effects(old, new, actor, now)),
@@ -347,6 +372,9 @@ fn update_effects(
     if old.headers != new.headers {
         changed.push("headers");
         details.insert("header_names".into(), json!(header_names(&new.headers)));
+    }
+    if old.controls.filter != new.controls.filter {
+        changed.push("filter");
     }
     let mut effects = Effects::none();
     if !changed.is_empty() {
@@ -562,6 +590,7 @@ pub async fn create_legacy_record(
                 now,
                 legacy: true,
                 ordering: EndpointOrdering::None,
+                controls: Default::default(),
             },
             Box::new(move |e| created_effects(e, actor, now)),
         )

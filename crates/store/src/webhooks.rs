@@ -36,6 +36,22 @@ pub struct EndpointRecord {
     /// empty), deliveries unsigned, and a modern endpoint with the same URL takes precedence.
     pub legacy: bool,
     pub ordering: EndpointOrdering,
+    pub controls: EndpointControls,
+}
+
+/// An endpoint's filter and its overrides of the deployment's delivery settings; `None`
+/// everywhere by default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointControls {
+    /// The filter as JSON text, as given (the caller checked it with the domain's
+    /// `Filter::parse`); `None`: every subscribed event.
+    pub filter: Option<String>,
+}
+
+/// A change to an endpoint's controls: `None` leaves a field as it is, `Some(None)` removes it.
+#[derive(Clone, Debug, Default)]
+pub struct ControlsPatch {
+    pub filter: Option<Option<String>>,
 }
 
 #[derive(Clone, Debug)]
@@ -53,6 +69,7 @@ pub struct NewEndpoint {
     /// A legacy webhook record (see [`EndpointRecord::legacy`]).
     pub legacy: bool,
     pub ordering: EndpointOrdering,
+    pub controls: EndpointControls,
 }
 
 /// A change to an endpoint; `None` leaves a field as it is.
@@ -73,6 +90,7 @@ pub struct EndpointPatch {
     /// cut-over: the current secret and every one retired earlier stop at once.
     pub retire_secret_until: Option<Timestamp>,
     pub ordering: Option<EndpointOrdering>,
+    pub controls: ControlsPatch,
 }
 
 /// A delivery as the ledger shows it.

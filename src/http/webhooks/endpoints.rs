@@ -49,6 +49,10 @@ pub struct EndpointOut {
     /// `none` (default) or `per_contact`: each contact's deliveries in order, with
     /// `X-Switchboard-Sequence` (docs/webhooks.md, "Ordered delivery").
     pub ordering: EndpointOrdering,
+    /// The filter on the envelope (`null`: every subscribed event); docs/webhooks.md,
+    /// "Filters".
+    #[schema(value_type = Option<Object>)]
+    pub filter: Option<serde_json::Value>,
     /// `whsec_` + base64 of 32 random bytes; only on create and rotate-secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing_secret: Option<String>,
@@ -97,6 +101,11 @@ impl From<&EndpointRecord> for EndpointOut {
             created_at: e.created_at,
             updated_at: e.updated_at,
             ordering: e.ordering,
+            filter: e
+                .controls
+                .filter
+                .as_deref()
+                .and_then(|f| serde_json::from_str(f).ok()),
             signing_secret: None,
             warnings: None,
         }
@@ -121,6 +130,13 @@ pub struct CreateEndpointBody {
     /// `none` (default) or `per_contact`.
     #[serde(default)]
     pub ordering: Option<EndpointOrdering>,
+    /// A predicate on the envelope as delivered: dotted paths (`"channel.type"`) to a literal
+    /// (equality) or to operators `$eq`, `$ne`, `$in`, `$nin`, `$exists`, `$gt`, `$gte`,
+    /// `$lt`, `$lte`; `$and` / `$or` take lists. An event that does not match creates no
+    /// delivery for this endpoint.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>, example = json!({"channel.type": {"$in": ["whatsapp_cloud"]}, "data.direction": "inbound"}))]
+    pub filter: Option<serde_json::Value>,
 }
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
@@ -155,6 +171,10 @@ pub struct UpdateEndpointBody {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<EndpointOrdering>)]
     pub ordering: Option<Option<EndpointOrdering>>,
+    /// Replaces the filter; `null` removes it (every subscribed event is delivered).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Object>)]
+    pub filter: Option<Option<serde_json::Value>>,
 }
 
 /// List the organization's endpoints, newest first.
@@ -238,6 +258,7 @@ pub async fn create_endpoint(
             headers: body.headers.unwrap_or_default(),
             status: body.status,
             ordering: body.ordering,
+            filter: body.filter.filter(|f| !f.is_null()),
         },
         principal.actor(),
     )
@@ -286,7 +307,7 @@ fn not_null<T>(
 }
 
 /// Update an endpoint with any subset of `name`, `url`, `events`, `headers`, `status`,
-/// `ordering`.
+/// `ordering`, `filter`.
 #[utoipa::path(
     put,
     path = "/api/v1/integrations/webhook-endpoints/{uuid}",
@@ -318,6 +339,7 @@ pub async fn update_endpoint(
         headers: body.headers.map(Option::unwrap_or_default),
         status: not_null(body.status, "status", &mut errors),
         ordering: not_null(body.ordering, "ordering", &mut errors),
+        filter: body.filter,
     };
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));

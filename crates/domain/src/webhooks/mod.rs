@@ -6,6 +6,7 @@ pub mod catalogue;
 pub mod delivery;
 pub mod endpoint;
 pub mod events;
+pub mod filter;
 pub mod redact;
 pub mod retry;
 pub mod signing;

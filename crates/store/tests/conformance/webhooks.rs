@@ -51,6 +51,7 @@ fn endpoint(org_id: i64, url: &str, events: &[&str]) -> NewEndpoint {
         now: t(0),
         legacy: false,
         ordering: EndpointOrdering::None,
+        controls: Default::default(),
     }
 }
 

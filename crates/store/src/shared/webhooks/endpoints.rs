@@ -21,7 +21,7 @@ macro_rules! select_endpoints {
     ($rest:literal) => {
         concat!(
             "SELECT id, uuid, org_id, name, url, events, headers, signing_secret, status, disabled_reason,
-                    disabled_at, consecutive_failures, created_at, updated_at, legacy, ordering
+                    disabled_at, consecutive_failures, created_at, updated_at, legacy, ordering, filter
              FROM webhook_endpoints ",
             $rest
         )
@@ -46,6 +46,7 @@ struct EndpointRow {
     updated_at: Timestamp,
     legacy: bool,
     ordering: String,
+    filter: Option<String>,
 }
 
 pub(super) fn endpoint_status(s: &str) -> StoreResult<EndpointStatus> {
@@ -73,6 +74,7 @@ impl TryFrom<EndpointRow> for EndpointRecord {
             updated_at: r.updated_at,
             legacy: r.legacy,
             ordering: EndpointOrdering::parse(&r.ordering).unwrap_or_default(),
+            controls: EndpointControls { filter: r.filter },
         })
     }
 }
@@ -137,8 +139,8 @@ impl EndpointStore for Backend {
         sqlx::query(
             "INSERT INTO webhook_endpoints (uuid, org_id, name, url, events, headers, signing_secret, status,
                                             disabled_reason, disabled_at, consecutive_failures, created_at, updated_at,
-                                            legacy, ordering)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14)",
+                                            legacy, ordering, filter)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, $15)",
         )
         .bind(new.uuid)
         .bind(new.org_id)
@@ -154,6 +156,7 @@ impl EndpointStore for Backend {
         .bind(new.now)
         .bind(new.legacy)
         .bind(new.ordering.as_str())
+        .bind(&new.controls.filter)
         .execute(&mut *tx)
         .await?;
         let record = fetch_endpoint(&mut tx, new.org_id, new.uuid).await?;
@@ -226,8 +229,14 @@ impl EndpointStore for Backend {
             sealed_secret,
             retire_secret_until,
             ordering,
+            controls,
         } = patch;
         let ordering = ordering.unwrap_or(old.ordering);
+        let new_controls = EndpointControls {
+            filter: controls
+                .filter
+                .unwrap_or_else(|| old.controls.filter.clone()),
+        };
         if let (Some(_), Some(until)) = (&sealed_secret, retire_secret_until) {
             if until > now && !old.sealed_secret.is_empty() {
                 sqlx::query(
@@ -286,6 +295,7 @@ impl EndpointStore for Backend {
             || headers != old.headers
             || secret != old.sealed_secret
             || ordering != old.ordering
+            || new_controls != old.controls
             || status != old.status
             || reason != old.disabled_reason
             || failures != old.consecutive_failures;
@@ -293,8 +303,8 @@ impl EndpointStore for Backend {
         sqlx::query(
             "UPDATE webhook_endpoints SET name = $1, url = $2, events = $3, headers = $4, signing_secret = $5,
                     status = $6, disabled_reason = $7, disabled_at = $8, consecutive_failures = $9, updated_at = $10,
-                    ordering = $11
-             WHERE id = $12",
+                    ordering = $11, filter = $12
+             WHERE id = $13",
         )
         .bind(&name)
         .bind(&url)
@@ -307,6 +317,7 @@ impl EndpointStore for Backend {
         .bind(failures)
         .bind(updated_at)
         .bind(ordering.as_str())
+        .bind(&new_controls.filter)
         .bind(old.id)
         .execute(&mut *tx)
         .await?;
