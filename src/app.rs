@@ -201,7 +201,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
 
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
-    spawn_background(&rt, &limiter, &tasks, &shutdown);
+    spawn_background(&rt, &limiter, redis.as_ref(), &tasks, &shutdown);
     // The campaign worker of the legacy `/api/campaigns` route (leased recipient claims).
     let campaigns = ops::campaigns::CampaignWorker {
         store: rt.store.clone(),
@@ -329,6 +329,7 @@ async fn run_template_sync(
 fn spawn_background(
     rt: &Runtime,
     limiter: &Arc<RateLimiter>,
+    redis: Option<&crate::shared_redis::SharedRedis>,
     tasks: &TaskTracker,
     shutdown: &CancellationToken,
 ) {
@@ -354,6 +355,7 @@ fn spawn_background(
         rt.store.clone(),
         rt.secrets.clone(),
         rt.clock.clone(),
+        redis.cloned(),
     );
     tasks.spawn(dispatcher.run(shutdown.clone()));
 

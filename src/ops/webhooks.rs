@@ -74,6 +74,12 @@ pub struct CreateEndpoint {
     pub ordering: Option<EndpointOrdering>,
     /// A filter on the envelope (`None`: every subscribed event).
     pub filter: Option<serde_json::Value>,
+    /// The endpoint's own attempt time limit (`1s`-`30s`).
+    pub timeout: Option<String>,
+    /// The endpoint's own retry delays (1 to 10, each `1s`-`72h`).
+    pub retry_delays: Option<Vec<String>>,
+    /// The most deliveries per second (1-10 000).
+    pub max_per_second: Option<i64>,
 }
 
 /// A change: `None` leaves a field as it is.
@@ -87,6 +93,10 @@ pub struct UpdateEndpoint {
     pub ordering: Option<EndpointOrdering>,
     /// `Some(None)` removes the filter.
     pub filter: Option<Option<serde_json::Value>>,
+    /// `Some(None)` restores the deployment's setting (or, for `max_per_second`, no limit).
+    pub timeout: Option<Option<String>>,
+    pub retry_delays: Option<Option<Vec<String>>>,
+    pub max_per_second: Option<Option<i64>>,
 }
 
 /// Collects field problems and URL safety into one result.
@@ -144,6 +154,48 @@ impl Checker {
             Ok(_) => Some(filter.to_string()),
             Err(issue) => {
                 self.errors.add("filter", issue);
+                None
+            }
+        }
+    }
+
+    /// Checks an attempt time limit; returns it in milliseconds.
+    fn timeout(&mut self, t: &str) -> Option<i64> {
+        match endpoint::check_timeout(t) {
+            Ok(d) => i64::try_from(d.as_millis()).ok(),
+            Err(issue) => {
+                self.errors.add("timeout", issue);
+                None
+            }
+        }
+    }
+
+    /// Checks retry delays; returns them in milliseconds.
+    fn retry_delays(&mut self, delays: &[String]) -> Option<Vec<i64>> {
+        match endpoint::check_retry_delays(delays) {
+            Ok(ds) => Some(
+                ds.iter()
+                    .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                    .collect(),
+            ),
+            Err(problems) => {
+                for (i, issue) in problems {
+                    let field = match i {
+                        Some(i) => format!("retry_delays[{i}]"),
+                        None => "retry_delays".to_owned(),
+                    };
+                    self.errors.add(field, issue);
+                }
+                None
+            }
+        }
+    }
+
+    fn max_per_second(&mut self, n: i64) -> Option<i64> {
+        match endpoint::check_max_per_second(n) {
+            Ok(n) => Some(i64::from(n)),
+            Err(issue) => {
+                self.errors.add("max_per_second", issue);
                 None
             }
         }
@@ -269,6 +321,15 @@ pub async fn create_endpoint(
     let events = check.events(&input.events);
     check.headers(&input.headers);
     let filter = input.filter.as_ref().and_then(|f| check.filter(f));
+    let controls = EndpointControls {
+        filter,
+        timeout_ms: input.timeout.as_deref().and_then(|t| check.timeout(t)),
+        retry_delays_ms: input
+            .retry_delays
+            .as_deref()
+            .and_then(|d| check.retry_delays(d)),
+        max_per_second: input.max_per_second.and_then(|n| check.max_per_second(n)),
+    };
     check.finish()?;
 
     let secret = signing::generate_secret();
@@ -289,7 +350,7 @@ pub async fn create_endpoint(
                 now,
                 legacy: false,
                 ordering: input.ordering.unwrap_or_default(),
-                controls: EndpointControls { filter },
+                controls,
             },
             Box::new(move |e| created_effects(e, actor, now)),
         )
@@ -317,10 +378,23 @@ pub async fn update_endpoint(
     if let Some(h) = &input.headers {
         check.headers(h);
     }
-    let filter = input
-        .filter
-        .as_ref()
-        .map(|f| f.as_ref().and_then(|f| check.filter(f)));
+    let controls = ControlsPatch {
+        filter: input
+            .filter
+            .as_ref()
+            .map(|f| f.as_ref().and_then(|f| check.filter(f))),
+        timeout_ms: input
+            .timeout
+            .as_ref()
+            .map(|t| t.as_deref().and_then(|t| check.timeout(t))),
+        retry_delays_ms: input
+            .retry_delays
+            .as_ref()
+            .map(|d| d.as_deref().and_then(|d| check.retry_delays(d))),
+        max_per_second: input
+            .max_per_second
+            .map(|n| n.and_then(|n| check.max_per_second(n))),
+    };
     check.finish()?;
     get_endpoint(deps, org_id, uuid, Kind::Endpoint).await?;
 
@@ -340,7 +414,7 @@ pub async fn update_endpoint(
                 sealed_secret: None,
                 retire_secret_until: None,
                 ordering: input.ordering,
-                controls: ControlsPatch { filter },
+                controls,
             },
             now,
             Box::new(move |(old, new)| update_effects(old, new, actor, now)),
@@ -375,6 +449,16 @@ fn update_effects(
     }
     if old.controls.filter != new.controls.filter {
         changed.push("filter");
+    }
+    if old.controls.timeout_ms != new.controls.timeout_ms {
+        changed.push("timeout");
+    }
+    if old.controls.retry_delays_ms != new.controls.retry_delays_ms {
+        changed.push("retry_delays");
+    }
+    if old.controls.max_per_second != new.controls.max_per_second {
+        changed.push("max_per_second");
+        details.insert("max_per_second".into(), json!(new.controls.max_per_second));
     }
     let mut effects = Effects::none();
     if !changed.is_empty() {

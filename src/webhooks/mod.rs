@@ -5,4 +5,5 @@
 pub mod dispatcher;
 pub mod purge;
 pub mod recovery;
+pub mod throttle;
 pub mod url_safety;

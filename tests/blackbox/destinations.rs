@@ -2,13 +2,13 @@
 //! throttles, endpoint authentication"): filters on the envelope, against real local
 //! receivers, on both backends.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::both_backends;
-use crate::receivers::Receiver;
+use crate::receivers::{Behaviour, ReceivedRequest, Receiver};
 use crate::recovery::{ledger as ledger_of, send};
 use crate::support::{Backend, Resp, Server, TestEnv};
 use crate::webhooks::{Api, fast, signed_by};
@@ -19,6 +19,10 @@ const WAIT: Duration = Duration::from_secs(30);
 both_backends!(
     filters_choose_the_events_an_endpoint_receives,
     malformed_filters_are_refused_naming_filter,
+    overrides_are_validated_answered_and_changed_by_put,
+    retry_delays_and_timeout_override_the_deployments,
+    max_per_second_spreads_deliveries,
+    max_per_second_holds_across_two_instances_through_redis,
 );
 
 /// Creates an endpoint from a whole body; returns the answer (201 expected).
@@ -233,4 +237,325 @@ async fn malformed_filters_are_refused_naming_filter(backend: Backend) {
             .as_str()
             .unwrap_or_default();
     assert!(described.contains("$in"), "{described}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overrides and throttle.
+
+async fn overrides_are_validated_answered_and_changed_by_put(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env.start(&fast()).await;
+    let api = Api::new(&server, &seed.key);
+    let url = "https://hooks.example.com/x";
+
+    // Every field out of range at once, each named.
+    let r = create(
+        &server,
+        &seed.key,
+        json!({"url": url, "events": ["*"], "timeout": "31s",
+               "retry_delays": ["1s", "500ms", "73h"], "max_per_second": 0}),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+    let mut fields: Vec<String> = field_issues(&r).into_iter().map(|f| f.0).collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        vec![
+            "max_per_second",
+            "retry_delays[1]",
+            "retry_delays[2]",
+            "timeout"
+        ]
+    );
+    for (body, field) in [
+        (json!({"timeout": "999ms"}), "timeout"),
+        (json!({"timeout": "soon"}), "timeout"),
+        (json!({"retry_delays": []}), "retry_delays"),
+        (json!({"retry_delays": vec!["1s"; 11]}), "retry_delays"),
+        (json!({"max_per_second": 10_001}), "max_per_second"),
+        (json!({"max_per_second": -1}), "max_per_second"),
+    ] {
+        let mut full = json!({"url": url, "events": ["*"]});
+        full.as_object_mut()
+            .unwrap()
+            .extend(body.as_object().unwrap().clone());
+        let r = create(&server, &seed.key, full)
+            .await
+            .expect_error(422, "validation_failed");
+        let issues = field_issues(&r);
+        assert_eq!(issues.len(), 1, "{body}: {issues:?}");
+        assert_eq!(issues[0].0, field, "{body}");
+    }
+
+    // In range: stored and answered; unset: null.
+    let e = create(
+        &server,
+        &seed.key,
+        json!({"url": url, "events": ["*"], "timeout": "1s",
+               "retry_delays": ["1s", "90s", "72h"], "max_per_second": 10_000}),
+    )
+    .await
+    .expect(201)
+    .body;
+    assert_eq!(e["timeout"], "1s");
+    // Answered in the largest unit that is exact.
+    assert_eq!(e["retry_delays"], json!(["1s", "90s", "3d"]));
+    assert_eq!(e["max_per_second"], 10_000);
+    let uuid = e["uuid"].as_str().unwrap();
+    let plain = create(&server, &seed.key, json!({"url": url, "events": ["*"]}))
+        .await
+        .expect(201)
+        .body;
+    for f in ["timeout", "retry_delays", "max_per_second"] {
+        assert_eq!(plain[f], Value::Null, "{f}");
+    }
+
+    // PUT changes each, refuses out of range without changing anything, and null restores.
+    let r = api
+        .put(
+            uuid,
+            json!({"timeout": "30s", "retry_delays": ["5s"], "max_per_second": 1}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(r.body["timeout"], "30s");
+    assert_eq!(r.body["retry_delays"], json!(["5s"]));
+    assert_eq!(r.body["max_per_second"], 1);
+    let r = api
+        .put(uuid, json!({"timeout": "1m", "max_per_second": 20_000}))
+        .await
+        .expect_error(422, "validation_failed");
+    let mut fields: Vec<String> = field_issues(&r).into_iter().map(|f| f.0).collect();
+    fields.sort();
+    assert_eq!(fields, vec!["max_per_second", "timeout"]);
+    let now = api.get_endpoint(uuid).await;
+    assert_eq!(now["timeout"], "30s");
+    assert_eq!(now["max_per_second"], 1);
+    let r = api
+        .put(
+            uuid,
+            json!({"timeout": null, "retry_delays": null, "max_per_second": null}),
+        )
+        .await
+        .expect(200);
+    for f in ["timeout", "retry_delays", "max_per_second"] {
+        assert_eq!(r.body[f], Value::Null, "{f}");
+    }
+
+    let doc = server
+        .call(Method::GET, "/api/v1/integrations/openapi.json", None, None)
+        .await
+        .expect(200)
+        .body;
+    for schema in ["CreateEndpointBody", "UpdateEndpointBody", "EndpointOut"] {
+        for f in ["timeout", "retry_delays", "max_per_second"] {
+            let p = &doc["components"]["schemas"][schema]["properties"][f];
+            assert!(p.is_object(), "{schema} documents {f}: {p}");
+        }
+    }
+}
+
+/// The ledger's view of a delivery once it has ended.
+async fn finished(api: &Api<'_>, id: &str) -> Value {
+    api.wait_delivery(id, "finished", |d| {
+        ["delivered", "failed", "retries_exhausted"].contains(&d["status"].as_str().unwrap_or(""))
+    })
+    .await
+}
+
+async fn retry_delays_and_timeout_override_the_deployments(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    // The deployment: 3 retries 100-300 ms apart, a 2 s time limit.
+    let server = env.start(&fast()).await;
+    let api = Api::new(&server, &seed.key);
+    let rx = Receiver::start().await;
+    rx.respond("/own-delays", Behaviour::Status(500));
+    rx.respond("/deployment-delays", Behaviour::Status(500));
+    let own = create(
+        &server,
+        &seed.key,
+        json!({"url": rx.url("/own-delays"), "events": ["*"], "retry_delays": ["1s", "2s"]}),
+    )
+    .await
+    .expect(201)
+    .body;
+    let deployment = api.create(&rx.url("/deployment-delays"), &["*"]).await;
+    let (own_delivery, _) = api.test(own["uuid"].as_str().unwrap()).await;
+    let (deployment_delivery, _) = api.test(&deployment.uuid).await;
+
+    let d = finished(&api, &deployment_delivery).await;
+    assert_eq!(d["status"], "retries_exhausted");
+    assert_eq!(
+        d["attempts"], 4,
+        "the deployment's three delays: four attempts"
+    );
+    let d = finished(&api, &own_delivery).await;
+    assert_eq!(d["status"], "retries_exhausted");
+    assert_eq!(
+        d["attempts"], 3,
+        "the endpoint's two delays: three attempts"
+    );
+    // (Only the test delivery: `webhook.*` events about the other endpoint come here too.)
+    let times: Vec<Instant> = rx
+        .requests("/own-delays")
+        .iter()
+        .filter(|r| r.delivery() == own_delivery)
+        .map(|r| r.instant)
+        .collect();
+    assert_eq!(times.len(), 3);
+    // Retries are never early (jitter only delays them).
+    assert!(times[1] - times[0] >= Duration::from_secs(1), "{times:?}");
+    assert!(times[2] - times[1] >= Duration::from_secs(2), "{times:?}");
+
+    // A shorter time limit than the deployment's fails an answer the deployment would wait
+    // for; a longer one waits for an answer the deployment would give up on.
+    rx.respond("/short", Behaviour::Slow(Duration::from_millis(1500), 200));
+    rx.respond("/long", Behaviour::Slow(Duration::from_millis(3500), 200));
+    let short = create(
+        &server,
+        &seed.key,
+        json!({"url": rx.url("/short"), "events": ["*"], "timeout": "1s", "retry_delays": ["1s"]}),
+    )
+    .await
+    .expect(201)
+    .body;
+    let long = create(
+        &server,
+        &seed.key,
+        json!({"url": rx.url("/long"), "events": ["*"], "timeout": "6s"}),
+    )
+    .await
+    .expect(201)
+    .body;
+    let (short_delivery, _) = api.test(short["uuid"].as_str().unwrap()).await;
+    let (long_delivery, _) = api.test(long["uuid"].as_str().unwrap()).await;
+    let d = finished(&api, &long_delivery).await;
+    assert_eq!(d["status"], "delivered", "{d:#}");
+    assert_eq!(d["attempts"], 1, "{d:#}");
+    let d = finished(&api, &short_delivery).await;
+    assert_eq!(d["status"], "retries_exhausted", "{d:#}");
+    assert_eq!(d["attempts"], 2, "{d:#}");
+    let log = d["attempt_log"].as_array().expect("the attempt log");
+    assert_eq!(log.len(), 2, "{d:#}");
+    for a in log {
+        assert_eq!(a["error_code"], "timeout", "{a:#}");
+    }
+    let short_attempts = rx
+        .requests("/short")
+        .iter()
+        .filter(|r| r.delivery() == short_delivery)
+        .count();
+    assert_eq!(short_attempts, 2);
+}
+
+/// The arrival times of the requests on `path`, in order.
+fn arrivals(reqs: &[ReceivedRequest]) -> Vec<Instant> {
+    let mut t: Vec<Instant> = reqs.iter().map(|r| r.instant).collect();
+    t.sort();
+    t
+}
+
+/// Asserts that no one-second window holds more than `rate` of the arrivals: the arrival
+/// `rate` places after any other is at least a second later.
+fn at_most_per_second(t: &[Instant], rate: usize) {
+    for (i, w) in t.windows(rate + 1).enumerate() {
+        let span = w[rate] - w[0];
+        assert!(
+            span >= Duration::from_secs(1),
+            "arrivals {i}..={}: {} within {span:?}",
+            i + rate,
+            rate + 1
+        );
+    }
+}
+
+async fn max_per_second_spreads_deliveries(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env.start(&fast()).await;
+    let api = Api::new(&server, &seed.key);
+    let rx = Receiver::start().await;
+    let throttled = create(
+        &server,
+        &seed.key,
+        json!({"url": rx.url("/throttled"), "events": ["*"], "max_per_second": 3}),
+    )
+    .await
+    .expect(201)
+    .body;
+    let free = api.create(&rx.url("/free"), &["*"]).await;
+    let throttled = throttled["uuid"].as_str().unwrap().to_owned();
+    let n = 12;
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        ids.push(api.test(&throttled).await.0);
+        api.test(&free.uuid).await;
+    }
+    let started = Instant::now();
+    let got = rx.wait_for("/throttled", n, WAIT).await;
+    let elapsed = started.elapsed();
+    // The unthrottled endpoint is not held up by the throttled one.
+    rx.wait_for("/free", n, WAIT).await;
+    let t = arrivals(&got);
+    assert_eq!(t.len(), n, "each delivery once");
+    at_most_per_second(&t, 3);
+    // 12 at 3/s: the last at least (12 - 3) / 3 = 3 s after the first.
+    assert!(
+        t[n - 1] - t[0] >= Duration::from_secs(3),
+        "{:?}",
+        t[n - 1] - t[0]
+    );
+    for id in &ids {
+        assert_eq!(finished(&api, id).await["status"], "delivered");
+    }
+    eprintln!(
+        "max_per_second 3: {n} deliveries over {:?} (first to last), {elapsed:?} after the last test call",
+        t[n - 1] - t[0]
+    );
+}
+
+async fn max_per_second_holds_across_two_instances_through_redis(backend: Backend) {
+    let Some(redis) = crate::support::redis_url() else {
+        crate::support::skip("SWITCHBOARD_TEST_REDIS_URL is not set");
+    };
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let mut settings: Vec<(&str, &str)> = fast();
+    settings.push(("SWITCHBOARD_REDIS_URL", redis.as_str()));
+    let a = env.start(&settings).await;
+    let b = env.start(&settings).await;
+    let api_a = Api::new(&a, &seed.key);
+    let api_b = Api::new(&b, &seed.key);
+    let rx = Receiver::start().await;
+    let e = create(
+        &a,
+        &seed.key,
+        json!({"url": rx.url("/shared"), "events": ["*"], "max_per_second": 2}),
+    )
+    .await
+    .expect(201)
+    .body;
+    let uuid = e["uuid"].as_str().unwrap().to_owned();
+    // Deliveries written through both instances: each claims some (both wake on the writes).
+    let n = 10;
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let api = if i % 2 == 0 { &api_a } else { &api_b };
+        ids.push(api.test(&uuid).await.0);
+    }
+    let got = rx.wait_for("/shared", n, WAIT).await;
+    let t = arrivals(&got);
+    assert_eq!(t.len(), n, "each delivery once");
+    at_most_per_second(&t, 2);
+    assert!(
+        t[n - 1] - t[0] >= Duration::from_secs(4),
+        "{:?}",
+        t[n - 1] - t[0]
+    );
+    for id in &ids {
+        assert_eq!(finished(&api_a, id).await["status"], "delivered");
+    }
 }

@@ -17,6 +17,7 @@ use crate::http::query::StrictQuery;
 use crate::ops::webhooks as ops;
 use switchboard_domain::Timestamp;
 use switchboard_domain::scope::Scope;
+use switchboard_domain::time::format_duration;
 use switchboard_domain::webhooks::catalogue;
 use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
 use switchboard_store::webhooks::EndpointRecord;
@@ -53,6 +54,16 @@ pub struct EndpointOut {
     /// "Filters".
     #[schema(value_type = Option<Object>)]
     pub filter: Option<serde_json::Value>,
+    /// The endpoint's own attempt time limit (`null`: the deployment's
+    /// `SWITCHBOARD_WEBHOOK_TIMEOUT`).
+    #[schema(example = "5s")]
+    pub timeout: Option<String>,
+    /// The endpoint's own delays between attempts (`null`: the deployment's
+    /// `SWITCHBOARD_WEBHOOK_RETRY_DELAYS`); attempts = delays + 1.
+    #[schema(example = json!(["10s", "1m", "10m"]))]
+    pub retry_delays: Option<Vec<String>>,
+    /// The most deliveries per second to this endpoint, across instances (`null`: no limit).
+    pub max_per_second: Option<i64>,
     /// `whsec_` + base64 of 32 random bytes; only on create and rotate-secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing_secret: Option<String>,
@@ -106,6 +117,12 @@ impl From<&EndpointRecord> for EndpointOut {
                 .filter
                 .as_deref()
                 .and_then(|f| serde_json::from_str(f).ok()),
+            timeout: e.controls.timeout().map(format_duration),
+            retry_delays: e
+                .controls
+                .retry_delays()
+                .map(|ds| ds.into_iter().map(format_duration).collect()),
+            max_per_second: e.controls.max_per_second,
             signing_secret: None,
             warnings: None,
         }
@@ -137,6 +154,19 @@ pub struct CreateEndpointBody {
     #[serde(default)]
     #[schema(value_type = Option<Object>, example = json!({"channel.type": {"$in": ["whatsapp_cloud"]}, "data.direction": "inbound"}))]
     pub filter: Option<serde_json::Value>,
+    /// The endpoint's own attempt time limit, `1s` to `30s` (default: the deployment's).
+    #[serde(default)]
+    #[schema(example = "5s")]
+    pub timeout: Option<String>,
+    /// The endpoint's own delays between attempts: 1 to 10 durations, each `1s` to `72h`
+    /// (default: the deployment's).
+    #[serde(default)]
+    #[schema(example = json!(["10s", "1m", "10m"]))]
+    pub retry_delays: Option<Vec<String>>,
+    /// The most deliveries per second to this endpoint, 1 to 10 000, across instances
+    /// (default: no limit).
+    #[serde(default)]
+    pub max_per_second: Option<i64>,
 }
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
@@ -175,6 +205,18 @@ pub struct UpdateEndpointBody {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<Object>)]
     pub filter: Option<Option<serde_json::Value>>,
+    /// `1s` to `30s`; `null` restores the deployment's time limit.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub timeout: Option<Option<String>>,
+    /// 1 to 10 durations, each `1s` to `72h`; `null` restores the deployment's delays.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub retry_delays: Option<Option<Vec<String>>>,
+    /// 1 to 10 000; `null` removes the limit.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    pub max_per_second: Option<Option<i64>>,
 }
 
 /// List the organization's endpoints, newest first.
@@ -259,6 +301,9 @@ pub async fn create_endpoint(
             status: body.status,
             ordering: body.ordering,
             filter: body.filter.filter(|f| !f.is_null()),
+            timeout: body.timeout,
+            retry_delays: body.retry_delays,
+            max_per_second: body.max_per_second,
         },
         principal.actor(),
     )
@@ -307,7 +352,7 @@ fn not_null<T>(
 }
 
 /// Update an endpoint with any subset of `name`, `url`, `events`, `headers`, `status`,
-/// `ordering`, `filter`.
+/// `ordering`, `filter`, `timeout`, `retry_delays`, `max_per_second`.
 #[utoipa::path(
     put,
     path = "/api/v1/integrations/webhook-endpoints/{uuid}",
@@ -340,6 +385,9 @@ pub async fn update_endpoint(
         status: not_null(body.status, "status", &mut errors),
         ordering: not_null(body.ordering, "ordering", &mut errors),
         filter: body.filter,
+        timeout: body.timeout,
+        retry_delays: body.retry_delays,
+        max_per_second: body.max_per_second,
     };
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));

@@ -125,13 +125,16 @@ impl Dispatcher {
                 .header("webhook-signature", signatures.standard);
             signed_with = Some(signatures.secret_ids);
         }
-        let req = req.body(body);
+        // The endpoint's own time limit, or the deployment's (the client's own limit is the
+        // deployment's: the request's replaces it).
+        let timeout = self.timeout_of(d);
+        let req = req.body(body).timeout(timeout);
 
-        let deadline = tokio::time::Instant::now() + self.timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
         let mut resp = match tokio::time::timeout_at(deadline, req.send()).await {
-            Err(_) => return AttemptResult::timeout(self.timeout).signed(signed_with),
+            Err(_) => return AttemptResult::timeout(timeout).signed(signed_with),
             Ok(Err(e)) => {
-                return AttemptResult::from_transport(&e, self.timeout).signed(signed_with);
+                return AttemptResult::from_transport(&e, timeout).signed(signed_with);
             }
             Ok(Ok(r)) => r,
         };
@@ -157,8 +160,8 @@ impl Dispatcher {
         drop(resp);
         let incomplete = match read {
             Ok(Ok(())) => None,
-            Err(_) => Some(AttemptResult::timeout(self.timeout)),
-            Ok(Err(e)) => Some(AttemptResult::from_transport(&e, self.timeout)),
+            Err(_) => Some(AttemptResult::timeout(timeout)),
+            Ok(Err(e)) => Some(AttemptResult::from_transport(&e, timeout)),
         };
         if let Some(mut failed) = incomplete {
             failed.excerpt = excerpt(&buf);

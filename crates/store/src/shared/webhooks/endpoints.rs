@@ -21,7 +21,8 @@ macro_rules! select_endpoints {
     ($rest:literal) => {
         concat!(
             "SELECT id, uuid, org_id, name, url, events, headers, signing_secret, status, disabled_reason,
-                    disabled_at, consecutive_failures, created_at, updated_at, legacy, ordering, filter
+                    disabled_at, consecutive_failures, created_at, updated_at, legacy, ordering, filter,
+                    timeout_ms, retry_delays_ms, max_per_second
              FROM webhook_endpoints ",
             $rest
         )
@@ -47,6 +48,18 @@ struct EndpointRow {
     legacy: bool,
     ordering: String,
     filter: Option<String>,
+    timeout_ms: Option<i64>,
+    retry_delays_ms: Option<String>,
+    max_per_second: Option<i64>,
+}
+
+/// The retry delays as stored: a JSON array of milliseconds.
+pub(super) fn delays_column(delays: Option<&Vec<i64>>) -> Option<String> {
+    delays.map(|d| serde_json::Value::from(d.clone()).to_string())
+}
+
+pub(super) fn delays_of_column(text: Option<&str>) -> Option<Vec<i64>> {
+    text.and_then(|t| serde_json::from_str(t).ok())
 }
 
 pub(super) fn endpoint_status(s: &str) -> StoreResult<EndpointStatus> {
@@ -74,7 +87,12 @@ impl TryFrom<EndpointRow> for EndpointRecord {
             updated_at: r.updated_at,
             legacy: r.legacy,
             ordering: EndpointOrdering::parse(&r.ordering).unwrap_or_default(),
-            controls: EndpointControls { filter: r.filter },
+            controls: EndpointControls {
+                filter: r.filter,
+                timeout_ms: r.timeout_ms,
+                retry_delays_ms: delays_of_column(r.retry_delays_ms.as_deref()),
+                max_per_second: r.max_per_second,
+            },
         })
     }
 }
@@ -139,8 +157,8 @@ impl EndpointStore for Backend {
         sqlx::query(
             "INSERT INTO webhook_endpoints (uuid, org_id, name, url, events, headers, signing_secret, status,
                                             disabled_reason, disabled_at, consecutive_failures, created_at, updated_at,
-                                            legacy, ordering, filter)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, $15)",
+                                            legacy, ordering, filter, timeout_ms, retry_delays_ms, max_per_second)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, $15, $16, $17, $18)",
         )
         .bind(new.uuid)
         .bind(new.org_id)
@@ -157,6 +175,9 @@ impl EndpointStore for Backend {
         .bind(new.legacy)
         .bind(new.ordering.as_str())
         .bind(&new.controls.filter)
+        .bind(new.controls.timeout_ms)
+        .bind(delays_column(new.controls.retry_delays_ms.as_ref()))
+        .bind(new.controls.max_per_second)
         .execute(&mut *tx)
         .await?;
         let record = fetch_endpoint(&mut tx, new.org_id, new.uuid).await?;
@@ -232,11 +253,7 @@ impl EndpointStore for Backend {
             controls,
         } = patch;
         let ordering = ordering.unwrap_or(old.ordering);
-        let new_controls = EndpointControls {
-            filter: controls
-                .filter
-                .unwrap_or_else(|| old.controls.filter.clone()),
-        };
+        let new_controls = controls.apply(&old.controls);
         if let (Some(_), Some(until)) = (&sealed_secret, retire_secret_until) {
             if until > now && !old.sealed_secret.is_empty() {
                 sqlx::query(
@@ -303,8 +320,8 @@ impl EndpointStore for Backend {
         sqlx::query(
             "UPDATE webhook_endpoints SET name = $1, url = $2, events = $3, headers = $4, signing_secret = $5,
                     status = $6, disabled_reason = $7, disabled_at = $8, consecutive_failures = $9, updated_at = $10,
-                    ordering = $11, filter = $12
-             WHERE id = $13",
+                    ordering = $11, filter = $12, timeout_ms = $13, retry_delays_ms = $14, max_per_second = $15
+             WHERE id = $16",
         )
         .bind(&name)
         .bind(&url)
@@ -318,6 +335,9 @@ impl EndpointStore for Backend {
         .bind(updated_at)
         .bind(ordering.as_str())
         .bind(&new_controls.filter)
+        .bind(new_controls.timeout_ms)
+        .bind(delays_column(new_controls.retry_delays_ms.as_ref()))
+        .bind(new_controls.max_per_second)
         .bind(old.id)
         .execute(&mut *tx)
         .await?;
