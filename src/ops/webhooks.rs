@@ -14,7 +14,9 @@ use crate::webhooks::url_safety::{self, Lookup, Policy, UrlError};
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::clock::Clock;
 use switchboard_domain::event::{Actor, Effects};
+use switchboard_domain::sealed::AAD_TARGET_URL;
 use switchboard_domain::webhooks::catalogue;
+use switchboard_domain::webhooks::destination::{self, DestinationType};
 use switchboard_domain::webhooks::endpoint::{self, EndpointOrdering, EndpointStatus};
 use switchboard_domain::webhooks::events as wh_events;
 use switchboard_domain::webhooks::filter::Filter;
@@ -67,7 +69,12 @@ pub type WebhookResult<T> = Result<T, WebhookError>;
 #[derive(Default)]
 pub struct CreateEndpoint {
     pub name: Option<String>,
-    pub url: String,
+    /// Required for an `https` endpoint, refused for a broker.
+    pub url: Option<String>,
+    /// `https` (default) or a broker type.
+    pub destination: Option<DestinationType>,
+    /// A broker endpoint's target.
+    pub target: Option<serde_json::Value>,
     pub events: Vec<String>,
     pub headers: BTreeMap<String, String>,
     pub status: Option<EndpointStatus>,
@@ -93,6 +100,8 @@ pub struct UpdateEndpoint {
     pub ordering: Option<EndpointOrdering>,
     /// `Some(None)` removes the filter.
     pub filter: Option<Option<serde_json::Value>>,
+    /// A broker endpoint's new target.
+    pub target: Option<serde_json::Value>,
     /// `Some(None)` restores the deployment's setting (or, for `max_per_second`, no limit).
     pub timeout: Option<Option<String>>,
     pub retry_delays: Option<Option<Vec<String>>>,
@@ -157,6 +166,107 @@ impl Checker {
                 None
             }
         }
+    }
+
+    /// Checks a broker target of `destination` (only `redis_stream` in this version).
+    /// Returns the URL as answered (masked), the target as answered (JSON text) and the full
+    /// URL sealed when it holds credentials.
+    async fn target(
+        &mut self,
+        destination: DestinationType,
+        target: &serde_json::Value,
+        deps: &Deps<'_>,
+    ) -> Option<(String, String, Option<Vec<u8>>)> {
+        let serde_json::Value::Object(map) = target else {
+            self.errors.add(
+                "target",
+                "must be an object: {\"url\": \"redis://...\", \"stream\", \"max_len\"}",
+            );
+            return None;
+        };
+        if destination != DestinationType::RedisStream {
+            return None;
+        }
+        let before = self.errors.0.len();
+        for key in map.keys() {
+            if !["url", "stream", "max_len"].contains(&key.as_str()) {
+                self.errors.add(
+                    format!("target.{key}"),
+                    "unknown_field: a redis_stream target has url, stream and max_len",
+                );
+            }
+        }
+        let url = match map.get("url").and_then(serde_json::Value::as_str) {
+            None => {
+                self.errors.add("target.url", "is required: a redis:// URL");
+                None
+            }
+            Some(raw) => match url_safety::check_broker_url(raw, "redis", 6379, deps.policy) {
+                Ok(u) => {
+                    match url_safety::check_resolution(
+                        &u,
+                        deps.policy,
+                        deps.lookup,
+                        RESOLVE_TIMEOUT,
+                    )
+                    .await
+                    {
+                        Ok(()) => Some(u),
+                        Err(UrlError::Unsafe(m) | UrlError::Invalid(m)) => {
+                            self.unsafe_url = Some(m);
+                            None
+                        }
+                    }
+                }
+                Err(UrlError::Invalid(issue)) => {
+                    self.errors.add("target.url", issue);
+                    None
+                }
+                Err(UrlError::Unsafe(m)) => {
+                    self.unsafe_url = Some(m);
+                    None
+                }
+            },
+        };
+        let stream = match map.get("stream").and_then(serde_json::Value::as_str) {
+            None => {
+                self.errors.add(
+                    "target.stream",
+                    "is required: the stream key (it may use {event}, {namespace}, {contact_uuid}, {channel_slug})",
+                );
+                None
+            }
+            Some(t) => match destination::check_template(t) {
+                Ok(()) => Some(t.to_owned()),
+                Err(issue) => {
+                    self.errors.add("target.stream", issue);
+                    None
+                }
+            },
+        };
+        let max_len = match map.get("max_len") {
+            None | Some(serde_json::Value::Null) => Some(destination::DEFAULT_MAX_LEN),
+            Some(v) => match v.as_i64().map(destination::check_max_len) {
+                Some(Ok(n)) => Some(n),
+                Some(Err(issue)) => {
+                    self.errors.add("target.max_len", issue);
+                    None
+                }
+                None => {
+                    self.errors.add("target.max_len", "must be an integer");
+                    None
+                }
+            },
+        };
+        if self.errors.0.len() > before {
+            return None;
+        }
+        let (url, stream, max_len) = (url?, stream?, max_len?);
+        let masked = destination::mask_url(&url);
+        let answered = json!({"url": masked, "stream": stream, "max_len": max_len}).to_string();
+        let sealed = (!url.username().is_empty() || url.password().is_some())
+            .then(|| deps.secrets.seal(url.as_str().as_bytes(), AAD_TARGET_URL));
+        Some((masked, answered, sealed))
     }
 
     /// Checks an attempt time limit; returns it in milliseconds.
@@ -315,9 +425,53 @@ pub async fn create_endpoint(
     actor: Actor,
 ) -> WebhookResult<(EndpointRecord, String)> {
     let mut check = Checker::new();
-    let name = input.name.unwrap_or_else(|| default_name(&input.url));
+    let destination = input.destination.unwrap_or_default();
+    let mut url = input.url.clone().unwrap_or_default();
+    let mut target = None;
+    match destination {
+        DestinationType::Https => {
+            if input.url.is_none() {
+                check.errors.add("url", "is required");
+            } else {
+                check.url(&url, deps).await;
+            }
+            if input.target.is_some() {
+                check.errors.add(
+                    "target",
+                    "only a broker endpoint has a target; an https endpoint has url",
+                );
+            }
+        }
+        t if !t.available() => {
+            check.errors.add(
+                "type",
+                format!(
+                    "`{}` is not available in this version (https, redis_stream)",
+                    t.as_str()
+                ),
+            );
+        }
+        t => {
+            if input.url.is_some() {
+                check.errors.add(
+                    "url",
+                    format!(
+                        "a {} endpoint has no url: its address is target.url",
+                        t.as_str()
+                    ),
+                );
+            }
+            match &input.target {
+                None => check.errors.add("target", "is required for this type"),
+                Some(v) => target = check.target(t, v, deps).await,
+            }
+        }
+    }
+    if let Some((masked, _, _)) = &target {
+        url.clone_from(masked);
+    }
+    let name = input.name.unwrap_or_else(|| default_name(&url));
     check.name(&name);
-    check.url(&input.url, deps).await;
     let events = check.events(&input.events);
     check.headers(&input.headers);
     let filter = input.filter.as_ref().and_then(|f| check.filter(f));
@@ -329,6 +483,9 @@ pub async fn create_endpoint(
             .as_deref()
             .and_then(|d| check.retry_delays(d)),
         max_per_second: input.max_per_second.and_then(|n| check.max_per_second(n)),
+        destination,
+        target: target.as_ref().map(|t| t.1.clone()),
+        sealed_target_url: target.and_then(|t| t.2),
     };
     check.finish()?;
 
@@ -342,7 +499,7 @@ pub async fn create_endpoint(
                 uuid: Uuid::now_v7(),
                 org_id,
                 name,
-                url: input.url,
+                url,
                 events,
                 headers: input.headers,
                 sealed_secret: deps.secrets.seal(secret.as_bytes(), AAD_SIGNING_SECRET),
@@ -367,12 +524,37 @@ pub async fn update_endpoint(
     input: UpdateEndpoint,
     actor: Actor,
 ) -> WebhookResult<EndpointRecord> {
+    let current = get_endpoint(deps, org_id, uuid, Kind::Endpoint).await?;
+    let destination = current.controls.destination;
     let mut check = Checker::new();
     if let Some(n) = &input.name {
         check.name(n);
     }
+    let mut url = input.url.clone();
     if let Some(u) = &input.url {
-        check.url(u, deps).await;
+        if destination == DestinationType::Https {
+            check.url(u, deps).await;
+        } else {
+            check.errors.add(
+                "url",
+                format!(
+                    "a {} endpoint has no url: its address is target.url",
+                    destination.as_str()
+                ),
+            );
+        }
+    }
+    let mut target = None;
+    if let Some(t) = &input.target {
+        if destination == DestinationType::Https {
+            check.errors.add(
+                "target",
+                "only a broker endpoint has a target; an https endpoint has url",
+            );
+        } else if let Some((masked, answered, sealed)) = check.target(destination, t, deps).await {
+            url = Some(masked);
+            target = Some((answered, sealed));
+        }
     }
     let events = input.events.as_ref().map(|e| check.events(e));
     if let Some(h) = &input.headers {
@@ -394,9 +576,9 @@ pub async fn update_endpoint(
         max_per_second: input
             .max_per_second
             .map(|n| n.and_then(|n| check.max_per_second(n))),
+        target,
     };
     check.finish()?;
-    get_endpoint(deps, org_id, uuid, Kind::Endpoint).await?;
 
     let now = deps.clock.now();
     let record = deps
@@ -406,7 +588,7 @@ pub async fn update_endpoint(
             uuid,
             EndpointPatch {
                 name: input.name,
-                url: input.url,
+                url,
                 events,
                 headers: input.headers,
                 status: input.status,
@@ -449,6 +631,11 @@ fn update_effects(
     }
     if old.controls.filter != new.controls.filter {
         changed.push("filter");
+    }
+    if old.controls.target != new.controls.target
+        || old.controls.sealed_target_url != new.controls.sealed_target_url
+    {
+        changed.push("target");
     }
     if old.controls.timeout_ms != new.controls.timeout_ms {
         changed.push("timeout");

@@ -2,7 +2,8 @@
 //! throttles, endpoint authentication"): filters on the envelope, against real local
 //! receivers, on both backends.
 
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -23,6 +24,9 @@ both_backends!(
     retry_delays_and_timeout_override_the_deployments,
     max_per_second_spreads_deliveries,
     max_per_second_holds_across_two_instances_through_redis,
+    redis_stream_endpoints_receive_signed_envelopes,
+    broker_targets_are_validated_and_credentials_sealed,
+    an_unreachable_broker_is_retried_like_an_https_endpoint,
 );
 
 /// Creates an endpoint from a whole body; returns the answer (201 expected).
@@ -557,5 +561,310 @@ async fn max_per_second_holds_across_two_instances_through_redis(backend: Backen
     );
     for id in &ids {
         assert_eq!(finished(&api_a, id).await["status"], "delivered");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Broker destinations.
+
+/// A stream entry: its id and its fields.
+type StreamEntry = (String, Vec<(Vec<u8>, Vec<u8>)>);
+
+/// The entries of a Redis stream, as `ReceivedRequest`s (fields but `body` as headers), oldest
+/// first.
+async fn stream_entries(redis_url: &str, stream: &str) -> Vec<ReceivedRequest> {
+    let client = redis::Client::open(redis_url).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let entries: Vec<StreamEntry> = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg("-")
+        .arg("+")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    entries
+        .into_iter()
+        .map(|(id, fields)| {
+            let mut headers = HashMap::new();
+            let mut body = Vec::new();
+            for (k, v) in fields {
+                if k == b"body" {
+                    body = v;
+                } else {
+                    headers.insert(String::from_utf8(k).unwrap(), String::from_utf8(v).unwrap());
+                }
+            }
+            ReceivedRequest {
+                path: id,
+                method: "XADD".into(),
+                headers,
+                body,
+                at: SystemTime::now(),
+                instant: Instant::now(),
+            }
+        })
+        .collect()
+}
+
+async fn wait_stream(redis_url: &str, stream: &str, n: usize) -> Vec<ReceivedRequest> {
+    let end = Instant::now() + WAIT;
+    loop {
+        let got = stream_entries(redis_url, stream).await;
+        if got.len() >= n || Instant::now() > end {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn redis_stream_endpoints_receive_signed_envelopes(backend: Backend) {
+    let Some(redis) = crate::support::redis_url() else {
+        crate::support::skip("SWITCHBOARD_TEST_REDIS_URL is not set");
+    };
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env.start(&fast()).await;
+    let api = Api::new(&server, &seed.key);
+    let prefix = format!("sbtest:{}", uuid::Uuid::new_v4());
+    let e = create(
+        &server,
+        &seed.key,
+        json!({"type": "redis_stream", "events": ["message.sent"],
+               "target": {"url": redis, "stream": format!("{prefix}:{{namespace}}:{{channel_slug}}"), "max_len": 1000}}),
+    )
+    .await
+    .expect(201)
+    .body;
+    assert_eq!(e["type"], "redis_stream");
+    assert_eq!(e["target"]["max_len"], 1000);
+    let secret = e["signing_secret"].as_str().unwrap().to_owned();
+    let uuid = e["uuid"].as_str().unwrap().to_owned();
+    // An HTTPS endpoint beside it: the broker message is the same envelope.
+    let rx = Receiver::start().await;
+    api.create(&rx.url("/https"), &["message.sent"]).await;
+
+    for text in ["one", "two", "three"] {
+        send(&server, &seed.key, "+4915123400002", text).await;
+    }
+    let stream = format!("{prefix}:message:sandbox");
+    let got = wait_stream(&redis, &stream, 3).await;
+    assert_eq!(got.len(), 3, "each delivery once, in {stream}");
+    let https = rx.wait_for("/https", 3, WAIT).await;
+    let mut delivery_ids = std::collections::HashSet::new();
+    for m in &got {
+        assert!(
+            signed_by(&secret, m),
+            "the signature verifies over the body"
+        );
+        assert_eq!(m.header("content-type"), Some("application/json"));
+        assert_eq!(m.header("x-switchboard-event"), Some("message.sent"));
+        assert_eq!(m.header("webhook-id"), m.header("x-switchboard-delivery"));
+        assert!(m.header("webhook-signature").unwrap().starts_with("v1,"));
+        assert!(m.header("traceparent").is_some());
+        assert!(delivery_ids.insert(m.header("x-switchboard-delivery").unwrap().to_owned()));
+        // Byte for byte the envelope an HTTPS endpoint receives for the same event.
+        let event_id = m.json()["metadata"]["event_id"].clone();
+        let same = https
+            .iter()
+            .find(|r| r.json()["metadata"]["event_id"] == event_id)
+            .expect("the same event over HTTPS");
+        assert_eq!(same.body, m.body);
+    }
+    // The ledger: delivered, the attempt's excerpt the entry id.
+    let ledger = ledger_of(&server, &seed.key, &uuid).await;
+    assert_eq!(ledger.len(), 3);
+    for d in &ledger {
+        let id = d["delivery_id"].as_str().unwrap();
+        let d = finished(&api, id).await;
+        assert_eq!(d["status"], "delivered", "{d:#}");
+        let excerpt = d["attempt_log"][0]["response_body_excerpt"]
+            .as_str()
+            .unwrap();
+        assert!(excerpt.starts_with(&format!("XADD {stream} ")), "{excerpt}");
+        let entry = excerpt.rsplit(' ').next().unwrap();
+        assert!(got.iter().any(|m| m.path == entry), "{entry}");
+    }
+    // A test event goes there too.
+    let (test_delivery, _) = api.test(&uuid).await;
+    assert_eq!(finished(&api, &test_delivery).await["status"], "delivered");
+    let test_stream = format!("{prefix}:integration:none");
+    let got = wait_stream(&redis, &test_stream, 1).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].header("x-switchboard-delivery"),
+        Some(test_delivery.as_str())
+    );
+    assert!(signed_by(&secret, &got[0]));
+
+    let client = redis::Client::open(redis.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&stream)
+        .arg(&test_stream)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+async fn broker_targets_are_validated_and_credentials_sealed(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env.start(&fast()).await;
+    let api = Api::new(&server, &seed.key);
+    let issues_of = |r: &Resp| -> Vec<String> {
+        let mut f: Vec<String> = field_issues(r).into_iter().map(|f| f.0).collect();
+        f.sort();
+        f
+    };
+    for (body, fields) in [
+        (
+            json!({"type": "nats_jetstream", "events": ["*"], "target": {"url": "nats://n.example.com", "subject": "x"}}),
+            vec!["type"],
+        ),
+        (json!({"type": "sqs", "events": ["*"]}), vec!["type"]),
+        (
+            json!({"type": "redis_stream", "events": ["*"]}),
+            vec!["target"],
+        ),
+        (
+            json!({"type": "redis_stream", "events": ["*"], "url": "https://a.example.com",
+                   "target": {"url": "redis://r.example.com", "stream": "s"}}),
+            vec!["url"],
+        ),
+        (
+            json!({"type": "redis_stream", "events": ["*"],
+                   "target": {"url": "https://r.example.com", "stream": "{nope}", "max_len": 0, "extra": 1}}),
+            vec![
+                "target.extra",
+                "target.max_len",
+                "target.stream",
+                "target.url",
+            ],
+        ),
+        (
+            json!({"events": ["*"], "url": "https://a.example.com", "target": {"url": "redis://r.example.com"}}),
+            vec!["target"],
+        ),
+    ] {
+        let r = create(&server, &seed.key, body.clone())
+            .await
+            .expect_error(422, "validation_failed");
+        assert_eq!(issues_of(&r), fields, "{body}");
+    }
+
+    // Credentials are sealed and answered masked, on create, read and list.
+    let password = format!("pw-{}", uuid::Uuid::new_v4().simple());
+    let e = create(
+        &server,
+        &seed.key,
+        json!({"type": "redis_stream", "events": ["*"],
+               "target": {"url": format!("redis://queue:{password}@r.example.com:6379/2"), "stream": "events"}}),
+    )
+    .await
+    .expect(201)
+    .body;
+    let masked = "redis://queue:***@r.example.com:6379/2";
+    assert_eq!(e["target"]["url"], masked);
+    assert_eq!(e["target"]["max_len"], 100_000, "the default");
+    assert_eq!(e["url"], masked);
+    let uuid = e["uuid"].as_str().unwrap().to_owned();
+    assert_eq!(api.get_endpoint(&uuid).await["target"]["url"], masked);
+    // PUT replaces the target; url stays refused.
+    let r = api
+        .put(
+            &uuid,
+            json!({"target": {"url": format!("redis://:{password}@r2.example.com"), "stream": "{event}", "max_len": 5}}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(r.body["target"]["url"], "redis://:***@r2.example.com");
+    assert_eq!(r.body["target"]["stream"], "{event}");
+    let r = api
+        .put(&uuid, json!({"url": "https://a.example.com/x"}))
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(issues_of(&r), vec!["url"]);
+    let listed = server
+        .get("/api/v1/integrations/webhook-endpoints", &seed.key)
+        .await
+        .expect(200)
+        .body
+        .to_string();
+    assert!(!listed.contains(&password));
+    let doc = server
+        .call(Method::GET, "/api/v1/integrations/openapi.json", None, None)
+        .await
+        .expect(200)
+        .body;
+    for schema in ["CreateEndpointBody", "EndpointOut"] {
+        for f in ["type", "target"] {
+            let p = &doc["components"]["schemas"][schema]["properties"][f];
+            assert!(p.is_object(), "{schema} documents {f}: {p}");
+        }
+    }
+    assert_not_in_clear(&env, &password).await;
+}
+
+/// The database holds `secret` nowhere in clear.
+async fn assert_not_in_clear(env: &TestEnv, secret: &str) {
+    match env.backend {
+        Backend::Sqlite => {
+            let mut scanned = 0;
+            for entry in std::fs::read_dir(env.dir.path()).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if !name.starts_with("switchboard.db") {
+                    continue;
+                }
+                let bytes = std::fs::read(&path).unwrap();
+                scanned += bytes.len();
+                assert!(
+                    !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                    "the credential is in clear in {name}"
+                );
+            }
+            assert!(scanned > 0, "the database files were scanned");
+        }
+        Backend::Postgres => {
+            use sqlx::Connection;
+            let mut c = sqlx::PgConnection::connect(&env.database_url)
+                .await
+                .unwrap();
+            for table in ["webhook_endpoints", "org_events", "events"] {
+                let rows: Vec<String> =
+                    sqlx::query_scalar(&format!("SELECT row_to_json(t)::text FROM {table} t"))
+                        .fetch_all(&mut c)
+                        .await
+                        .unwrap();
+                for r in rows {
+                    assert!(!r.contains(secret), "the credential is in clear in {table}");
+                }
+            }
+        }
+    }
+}
+
+async fn an_unreachable_broker_is_retried_like_an_https_endpoint(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env.start(&fast()).await;
+    let api = Api::new(&server, &seed.key);
+    // Nothing listens on port 1.
+    let e = create(
+        &server,
+        &seed.key,
+        json!({"type": "redis_stream", "events": ["*"],
+               "target": {"url": "redis://127.0.0.1:1", "stream": "x"}}),
+    )
+    .await
+    .expect(201)
+    .body;
+    let (id, _) = api.test(e["uuid"].as_str().unwrap()).await;
+    let d = finished(&api, &id).await;
+    assert_eq!(d["status"], "retries_exhausted", "{d:#}");
+    assert_eq!(d["attempts"], 4, "the deployment's three retries");
+    for a in d["attempt_log"].as_array().unwrap() {
+        assert_eq!(a["error_code"], "broker_unavailable", "{a:#}");
+        assert_eq!(a["response_status"], Value::Null);
     }
 }

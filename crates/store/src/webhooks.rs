@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::NewEvent;
+use switchboard_domain::webhooks::destination::DestinationType;
 use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
 
 use super::{EffectsFn, StoreResult};
@@ -53,6 +54,13 @@ pub struct EndpointControls {
     pub retry_delays_ms: Option<Vec<i64>>,
     /// The most deliveries per second; `None`: no limit.
     pub max_per_second: Option<i64>,
+    /// Where deliveries go: `Https` (to `url`) or a broker (to `target`).
+    pub destination: DestinationType,
+    /// A broker endpoint's target as answered: JSON text, its URL's credentials masked.
+    pub target: Option<String>,
+    /// A broker endpoint's full target URL, sealed (`AAD_TARGET_URL`) when it holds
+    /// credentials; never answered.
+    pub sealed_target_url: Option<Vec<u8>>,
 }
 
 impl EndpointControls {
@@ -77,6 +85,8 @@ pub struct ControlsPatch {
     pub timeout_ms: Option<Option<i64>>,
     pub retry_delays_ms: Option<Option<Vec<i64>>>,
     pub max_per_second: Option<Option<i64>>,
+    /// A broker endpoint's new target: (as answered, sealed full URL).
+    pub target: Option<(String, Option<Vec<u8>>)>,
 }
 
 impl ControlsPatch {
@@ -89,6 +99,15 @@ impl ControlsPatch {
                 .retry_delays_ms
                 .unwrap_or_else(|| old.retry_delays_ms.clone()),
             max_per_second: self.max_per_second.unwrap_or(old.max_per_second),
+            destination: old.destination,
+            target: match &self.target {
+                Some((t, _)) => Some(t.clone()),
+                None => old.target.clone(),
+            },
+            sealed_target_url: match self.target {
+                Some((_, sealed)) => sealed,
+                None => old.sealed_target_url.clone(),
+            },
         }
     }
 }

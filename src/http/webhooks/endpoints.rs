@@ -19,6 +19,7 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::scope::Scope;
 use switchboard_domain::time::format_duration;
 use switchboard_domain::webhooks::catalogue;
+use switchboard_domain::webhooks::destination::DestinationType;
 use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
 use switchboard_store::webhooks::EndpointRecord;
 
@@ -33,8 +34,15 @@ use crate::http::state::AppState;
 pub struct EndpointOut {
     pub uuid: Uuid,
     pub name: String,
-    /// Public HTTPS URL on port 443.
+    /// `https`, or the broker the deliveries go to.
+    #[serde(rename = "type")]
+    pub destination: DestinationType,
+    /// Public HTTPS URL on port 443 (a broker endpoint: its target URL, credentials masked).
     pub url: String,
+    /// A broker endpoint's target (`null` for https): for `redis_stream`
+    /// `{"url", "stream", "max_len"}`, the URL's credentials masked (`redis://user:***@host`).
+    #[schema(value_type = Option<Object>)]
+    pub target: Option<serde_json::Value>,
     /// Subscriptions: exact event names, `*`, or `namespace.*`.
     pub events: Vec<String>,
     /// Custom request headers sent with every delivery.
@@ -102,7 +110,13 @@ impl From<&EndpointRecord> for EndpointOut {
         EndpointOut {
             uuid: e.uuid,
             name: e.name.clone(),
+            destination: e.controls.destination,
             url: e.url.clone(),
+            target: e
+                .controls
+                .target
+                .as_deref()
+                .and_then(|t| serde_json::from_str(t).ok()),
             events: e.events.clone(),
             headers: e.headers.clone(),
             status: e.status,
@@ -134,8 +148,21 @@ impl From<&EndpointRecord> for EndpointOut {
 pub struct CreateEndpointBody {
     /// A label (1 to 200 characters); defaults to the URL's host.
     pub name: Option<String>,
-    /// Public HTTPS URL on port 443, without credentials.
-    pub url: String,
+    /// Public HTTPS URL on port 443, without credentials (required for `https`, refused for a
+    /// broker: its address is `target.url`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// `https` (default) or `redis_stream` (`nats_jetstream` and `rabbitmq` are not available
+    /// in this version).
+    #[serde(default, rename = "type")]
+    pub destination: Option<DestinationType>,
+    /// A broker endpoint's target: for `redis_stream` `{"url": "redis://...", "stream",
+    /// "max_len"}` (`stream` may use `{event}`, `{namespace}`, `{contact_uuid}`,
+    /// `{channel_slug}`; `max_len` 1 to 100 000 000, default 100 000). Credentials in the URL
+    /// are sealed and answered masked.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>, example = json!({"url": "redis://:secret@redis.example.com:6379/0", "stream": "switchboard:{namespace}", "max_len": 100000}))]
+    pub target: Option<serde_json::Value>,
     /// Exact event names, `*` or `namespace.*` (at least one).
     pub events: Vec<String>,
     /// Custom request headers (at most 20).
@@ -201,6 +228,10 @@ pub struct UpdateEndpointBody {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<EndpointOrdering>)]
     pub ordering: Option<Option<EndpointOrdering>>,
+    /// Replaces a broker endpoint's target (the whole object).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Object>)]
+    pub target: Option<Option<serde_json::Value>>,
     /// Replaces the filter; `null` removes it (every subscribed event is delivered).
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<Object>)]
@@ -296,6 +327,8 @@ pub async fn create_endpoint(
         ops::CreateEndpoint {
             name: body.name,
             url: body.url,
+            destination: body.destination,
+            target: body.target,
             events: body.events,
             headers: body.headers.unwrap_or_default(),
             status: body.status,
@@ -385,6 +418,7 @@ pub async fn update_endpoint(
         status: not_null(body.status, "status", &mut errors),
         ordering: not_null(body.ordering, "ordering", &mut errors),
         filter: body.filter,
+        target: not_null(body.target, "target", &mut errors),
         timeout: body.timeout,
         retry_delays: body.retry_delays,
         max_per_second: body.max_per_second,

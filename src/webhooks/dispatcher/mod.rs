@@ -36,6 +36,7 @@
 //! interrupts the rest and hands their deliveries back (due at once, not counted as failures).
 
 mod attempt;
+mod brokers;
 mod recording;
 
 use recording::{ToRecord, outcome_label};
@@ -141,6 +142,8 @@ pub struct Dispatcher {
     hard_stop: CancellationToken,
     /// Spreads the attempts of endpoints with `max_per_second`.
     throttle: Throttle,
+    /// Open connections to broker destinations, by target URL.
+    brokers: brokers::Connections,
 }
 
 impl Dispatcher {
@@ -185,6 +188,7 @@ impl Dispatcher {
             low_water: (config.webhook_concurrency / 8).clamp(1, 16),
             attempts: TaskTracker::new(),
             hard_stop: CancellationToken::new(),
+            brokers: brokers::Connections::default(),
             throttle: match redis {
                 Some(r) => Throttle::shared(r),
                 None => Throttle::local(),
@@ -618,8 +622,13 @@ impl Dispatcher {
             Some(r) => {
                 // The endpoint's own retry delays, or the deployment's.
                 let own_delays = d.endpoint.as_ref().and_then(|e| e.controls.retry_delays());
+                let class = if r.acked {
+                    StatusClass::Success
+                } else {
+                    delivery::classify(r.status, r.error_code)
+                };
                 let disposition = delivery::disposition(
-                    delivery::classify(r.status, r.error_code),
+                    class,
                     d.attempt,
                     own_delays.as_deref().unwrap_or(&self.retry_delays),
                     r.retry_after,

@@ -4,6 +4,7 @@
 
 pub mod catalogue;
 pub mod delivery;
+pub mod destination;
 pub mod endpoint;
 pub mod events;
 pub mod filter;

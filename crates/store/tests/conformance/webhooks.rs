@@ -583,6 +583,7 @@ async fn controls_filter_the_fan_out_and_lengthen_leases(s: SharedStore) {
         timeout_ms: Some(20_000),
         retry_delays_ms: Some(vec![1_000, 60_000]),
         max_per_second: Some(5),
+        ..Default::default()
     };
     let slow = s.create_endpoint(new.clone(), no_effects()).await.unwrap();
     assert_eq!(slow.controls, new.controls, "stored and read back");

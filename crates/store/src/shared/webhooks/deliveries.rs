@@ -18,6 +18,7 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::channel::ChannelIdentity;
 use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_domain::webhooks::delivery::{self, EndpointHealth};
+use switchboard_domain::webhooks::destination::DestinationType;
 
 async fn insert_attempt(conn: &mut Conn, delivery_id: i64, a: &AttemptRecord) -> StoreResult<()> {
     sqlx::query(
@@ -80,6 +81,9 @@ struct ClaimRow {
     ep_timeout_ms: Option<i64>,
     ep_retry_delays_ms: Option<String>,
     ep_max_per_second: Option<i64>,
+    ep_destination: Option<String>,
+    ep_target: Option<String>,
+    ep_target_secret: Option<Vec<u8>>,
     envelope: Option<String>,
     sequence: Option<i64>,
     event_trace: Option<String>,
@@ -458,7 +462,8 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
                     ep.id AS ep_id, ep.uuid AS ep_uuid, ep.url AS ep_url, ep.headers AS ep_headers,
                     ep.signing_secret AS ep_secret, ep.status AS ep_status, ep.deleted_at AS ep_deleted_at,
                     ep.legacy AS ep_legacy, ep.timeout_ms AS ep_timeout_ms, ep.retry_delays_ms AS ep_retry_delays_ms,
-                    ep.max_per_second AS ep_max_per_second, ev.envelope, d.sequence, ev.trace AS event_trace
+                    ep.max_per_second AS ep_max_per_second, ep.destination AS ep_destination, ep.target AS ep_target,
+                    ep.target_secret AS ep_target_secret, ev.envelope, d.sequence, ev.trace AS event_trace
              FROM webhook_deliveries d
              JOIN events ev ON ev.id = d.event_id
              LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
@@ -528,6 +533,13 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
                             r.ep_retry_delays_ms.as_deref(),
                         ),
                         max_per_second: r.ep_max_per_second,
+                        destination: r
+                            .ep_destination
+                            .as_deref()
+                            .and_then(DestinationType::parse)
+                            .unwrap_or_default(),
+                        target: r.ep_target,
+                        sealed_target_url: r.ep_target_secret,
                     },
                 }),
                 _ => None,

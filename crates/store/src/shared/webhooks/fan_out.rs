@@ -25,8 +25,17 @@ struct Target {
     filter: Option<Filter>,
 }
 
-/// id, uuid, url, events, ordering, filter.
-type TargetRow = (i64, Uuid, String, Json<Vec<String>>, String, Option<String>);
+/// id, uuid, url, events, ordering, filter, destination, target.
+type TargetRow = (
+    i64,
+    Uuid,
+    String,
+    Json<Vec<String>>,
+    String,
+    Option<String>,
+    String,
+    Option<String>,
+);
 
 /// An endpoint's stored filter, parsed. A filter is checked before it is stored; one that no
 /// longer parses (a rule changed since) filters nothing rather than losing events.
@@ -56,7 +65,7 @@ impl FanOut {
     async fn targets(&mut self, conn: &mut Conn, org_id: i64) -> StoreResult<&[Target]> {
         if let std::collections::hash_map::Entry::Vacant(slot) = self.targets.entry(org_id) {
             let rows: Vec<TargetRow> = sqlx::query_as(
-                "SELECT id, uuid, url, events, ordering, filter FROM webhook_endpoints
+                "SELECT id, uuid, url, events, ordering, filter, destination, target FROM webhook_endpoints
                  WHERE org_id = $1 AND status = 'active' AND deleted_at IS NULL ORDER BY legacy, id",
             )
             .bind(org_id)
@@ -64,14 +73,21 @@ impl FanOut {
             .await?;
             slot.insert(
                 rows.into_iter()
-                    .map(|(id, uuid, url, events, ordering, filter)| Target {
-                        id,
-                        uuid,
-                        url,
-                        events: events.0,
-                        ordering: EndpointOrdering::parse(&ordering).unwrap_or_default(),
-                        filter: stored_filter(filter.as_deref()),
-                    })
+                    .map(
+                        |(id, uuid, url, events, ordering, filter, destination, target)| Target {
+                            id,
+                            uuid,
+                            // A broker target is the same target only with the same stream (or
+                            // subject, routing key): its whole target is the key.
+                            url: match (destination.as_str(), target) {
+                                ("https", _) | (_, None) => url,
+                                (kind, Some(target)) => format!("{kind} {target}"),
+                            },
+                            events: events.0,
+                            ordering: EndpointOrdering::parse(&ordering).unwrap_or_default(),
+                            filter: stored_filter(filter.as_deref()),
+                        },
+                    )
                     .collect(),
             );
         }

@@ -1,0 +1,194 @@
+//! Attempts to broker destinations (CONVENTIONS "Destinations, filters, throttles, endpoint
+//! authentication"): the message body is byte for byte the HTTPS request body, and the
+//! message carries the same headers. Redis Streams: `XADD {stream} MAXLEN ~ {max_len} *` with
+//! the field `body` and one field per header, its name in lower case; the attempt succeeds
+//! with the entry's id.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+
+use super::Dispatcher;
+use super::attempt::AttemptResult;
+use crate::webhooks::url_safety::{self, SafeResolver};
+use switchboard_domain::sealed::AAD_TARGET_URL;
+use switchboard_domain::webhooks::destination;
+use switchboard_store::webhooks::{ClaimedDelivery, ClaimedEndpoint};
+
+/// Open broker connections, by full target URL (credentials included: kept in memory only).
+#[derive(Default)]
+pub(super) struct Connections {
+    redis: Mutex<HashMap<String, redis::aio::MultiplexedConnection>>,
+}
+
+/// What went wrong, for the attempt log: the server's error code and message, or the I/O
+/// error; never the connection's URL or credentials.
+fn describe(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_owned(),
+        _ if e.is_io_error() => e.to_string(),
+        _ => format!("{:?}", e.kind()),
+    }
+}
+
+impl Dispatcher {
+    /// The target URL of a broker endpoint: sealed when it holds credentials, else as stored.
+    fn target_url(&self, endpoint: &ClaimedEndpoint) -> Result<String, AttemptResult> {
+        if let Some(sealed) = &endpoint.controls.sealed_target_url {
+            return match self.secrets.open(sealed, AAD_TARGET_URL) {
+                Ok(u) => Ok(String::from_utf8_lossy(&u).into_owned()),
+                Err(e) => {
+                    tracing::error!(endpoint_uuid = %endpoint.uuid, error = %e, "cannot open a target URL");
+                    Err(AttemptResult::error(
+                        "secret_unavailable",
+                        "The endpoint's target credentials could not be read; the attempt was not made."
+                            .into(),
+                    ))
+                }
+            };
+        }
+        Ok(endpoint.url.clone())
+    }
+
+    /// A connection to the Redis of `url`, opened to an address checked by the URL-safety
+    /// rules (no second look-up between the check and the connection).
+    async fn redis_connection(
+        &self,
+        url: &str,
+    ) -> Result<redis::aio::MultiplexedConnection, AttemptResult> {
+        if let Some(c) = self.brokers.redis.lock().unwrap().get(url) {
+            return Ok(c.clone());
+        }
+        let parsed =
+            url_safety::check_broker_url(url, "redis", 6379, self.policy).map_err(|e| {
+                AttemptResult::error(
+                    "unsafe_target",
+                    format!("The endpoint's target is not allowed: {e}."),
+                )
+            })?;
+        let host = parsed
+            .host_str()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let port = parsed.port().unwrap_or(6379);
+        let addrs = SafeResolver::new(self.policy)
+            .resolve_checked(&host)
+            .await
+            .map_err(|e| AttemptResult::error("unsafe_target", format!("{e}.")))?;
+        let mut info = url.into_connection_info().map_err(|e| {
+            AttemptResult::error(
+                "invalid_target",
+                format!("The target URL is not a Redis URL: {e}."),
+            )
+        })?;
+        info.addr = redis::ConnectionAddr::Tcp(addrs[0].ip().to_string(), port);
+        let client = redis::Client::open(info).map_err(|e| {
+            AttemptResult::error("broker_unavailable", format!("Redis: {}.", describe(&e)))
+        })?;
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Duration::from_secs(5))
+            .set_response_timeout(Duration::from_secs(30));
+        let conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|e| {
+                AttemptResult::error(
+                    "broker_unavailable",
+                    format!("Could not connect to Redis: {}.", describe(&e)),
+                )
+            })?;
+        self.brokers
+            .redis
+            .lock()
+            .unwrap()
+            .insert(url.to_owned(), conn.clone());
+        Ok(conn)
+    }
+
+    /// One attempt to a `redis_stream` endpoint.
+    pub(super) async fn publish_redis(
+        &self,
+        d: &ClaimedDelivery,
+        endpoint: &ClaimedEndpoint,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> AttemptResult {
+        let target: serde_json::Value = match endpoint
+            .controls
+            .target
+            .as_deref()
+            .and_then(|t| serde_json::from_str(t).ok())
+        {
+            Some(t) => t,
+            None => {
+                return AttemptResult::error(
+                    "invalid_target",
+                    "The endpoint has no readable target.".into(),
+                );
+            }
+        };
+        let url = match self.target_url(endpoint) {
+            Ok(u) => u,
+            Err(e) => return e,
+        };
+        let channel = d
+            .event
+            .channel
+            .as_ref()
+            .and_then(|c| serde_json::to_value(c).ok());
+        let stream = destination::render_template(
+            target["stream"].as_str().unwrap_or("switchboard"),
+            &d.event.name,
+            &d.event.data,
+            channel.as_ref(),
+        );
+        let max_len = target["max_len"]
+            .as_u64()
+            .unwrap_or(destination::DEFAULT_MAX_LEN);
+        let attempt = async {
+            let mut conn = self.redis_connection(&url).await?;
+            let mut cmd = redis::cmd("XADD");
+            cmd.arg(&stream)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(max_len)
+                .arg("*")
+                .arg("body")
+                .arg(body);
+            for (name, value) in headers {
+                cmd.arg(name.to_ascii_lowercase()).arg(value);
+            }
+            match cmd.query_async::<String>(&mut conn).await {
+                Ok(id) => Ok(AttemptResult::acked(format!("XADD {stream} {id}"))),
+                Err(e) => {
+                    // A broken connection is opened again at the next attempt.
+                    if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+                        self.brokers.redis.lock().unwrap().remove(&url);
+                        Err(AttemptResult::error(
+                            "broker_unavailable",
+                            format!("Redis connection failed: {}.", describe(&e)),
+                        ))
+                    } else {
+                        Err(AttemptResult::error(
+                            "broker_rejected",
+                            format!("Redis refused XADD: {}.", describe(&e)),
+                        ))
+                    }
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, attempt).await {
+            Ok(Ok(r) | Err(r)) => r,
+            Err(_) => {
+                self.brokers.redis.lock().unwrap().remove(&url);
+                AttemptResult::timeout(timeout)
+            }
+        }
+    }
+}
