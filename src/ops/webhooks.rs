@@ -168,7 +168,7 @@ impl Checker {
         }
     }
 
-    /// Checks a broker target of `destination` (only `redis_stream` in this version).
+    /// Checks a broker target of `destination` (`redis_stream` or `nats_jetstream`).
     /// Returns the URL as answered (masked), the target as answered (JSON text) and the full
     /// URL sealed when it holds credentials.
     async fn target(
@@ -180,28 +180,37 @@ impl Checker {
         let serde_json::Value::Object(map) = target else {
             self.errors.add(
                 "target",
-                "must be an object: {\"url\": \"redis://...\", \"stream\", \"max_len\"}",
+                "must be an object such as {\"url\": \"redis://...\", \"stream\", \"max_len\"} or {\"url\": \"nats://...\", \"subject\"}",
             );
             return None;
         };
-        if destination != DestinationType::RedisStream {
-            return None;
-        }
+        let (scheme, port, key_field) = destination.broker()?;
+        let redis = destination == DestinationType::RedisStream;
+        let fields: &[&str] = if redis {
+            &["url", "stream", "max_len"]
+        } else {
+            &["url", key_field]
+        };
         let before = self.errors.0.len();
         for key in map.keys() {
-            if !["url", "stream", "max_len"].contains(&key.as_str()) {
+            if !fields.contains(&key.as_str()) {
                 self.errors.add(
                     format!("target.{key}"),
-                    "unknown_field: a redis_stream target has url, stream and max_len",
+                    format!(
+                        "unknown_field: a {} target has {}",
+                        destination.as_str(),
+                        fields.join(", ")
+                    ),
                 );
             }
         }
         let url = match map.get("url").and_then(serde_json::Value::as_str) {
             None => {
-                self.errors.add("target.url", "is required: a redis:// URL");
+                self.errors
+                    .add("target.url", format!("is required: a {scheme}:// URL"));
                 None
             }
-            Some(raw) => match url_safety::check_broker_url(raw, "redis", 6379, deps.policy) {
+            Some(raw) => match url_safety::check_broker_url(raw, scheme, port, deps.policy) {
                 Ok(u) => {
                     match url_safety::check_resolution(
                         &u,
@@ -228,23 +237,25 @@ impl Checker {
                 }
             },
         };
-        let stream = match map.get("stream").and_then(serde_json::Value::as_str) {
+        let key_path = format!("target.{key_field}");
+        let stream = match map.get(key_field).and_then(serde_json::Value::as_str) {
             None => {
                 self.errors.add(
-                    "target.stream",
-                    "is required: the stream key (it may use {event}, {namespace}, {contact_uuid}, {channel_slug})",
+                    key_path,
+                    "is required (it may use {event}, {namespace}, {contact_uuid}, {channel_slug})",
                 );
                 None
             }
             Some(t) => match destination::check_template(t) {
                 Ok(()) => Some(t.to_owned()),
                 Err(issue) => {
-                    self.errors.add("target.stream", issue);
+                    self.errors.add(key_path, issue);
                     None
                 }
             },
         };
         let max_len = match map.get("max_len") {
+            _ if !redis => Some(0),
             None | Some(serde_json::Value::Null) => Some(destination::DEFAULT_MAX_LEN),
             Some(v) => match v.as_i64().map(destination::check_max_len) {
                 Some(Ok(n)) => Some(n),
@@ -263,7 +274,12 @@ impl Checker {
         }
         let (url, stream, max_len) = (url?, stream?, max_len?);
         let masked = destination::mask_url(&url);
-        let answered = json!({"url": masked, "stream": stream, "max_len": max_len}).to_string();
+        let answered = if redis {
+            json!({"url": masked, "stream": stream, "max_len": max_len})
+        } else {
+            json!({"url": masked, key_field: stream})
+        }
+        .to_string();
         let sealed = (!url.username().is_empty() || url.password().is_some())
             .then(|| deps.secrets.seal(url.as_str().as_bytes(), AAD_TARGET_URL));
         Some((masked, answered, sealed))
@@ -446,7 +462,7 @@ pub async fn create_endpoint(
             check.errors.add(
                 "type",
                 format!(
-                    "`{}` is not available in this version (https, redis_stream)",
+                    "`{}` is not available in this version (https, redis_stream, nats_jetstream)",
                     t.as_str()
                 ),
             );

@@ -27,6 +27,7 @@ both_backends!(
     redis_stream_endpoints_receive_signed_envelopes,
     broker_targets_are_validated_and_credentials_sealed,
     an_unreachable_broker_is_retried_like_an_https_endpoint,
+    nats_jetstream_endpoints_receive_acknowledged_signed_envelopes,
 );
 
 /// Creates an endpoint from a whole body; returns the answer (201 expected).
@@ -718,8 +719,12 @@ async fn broker_targets_are_validated_and_credentials_sealed(backend: Backend) {
     };
     for (body, fields) in [
         (
-            json!({"type": "nats_jetstream", "events": ["*"], "target": {"url": "nats://n.example.com", "subject": "x"}}),
+            json!({"type": "rabbitmq", "events": ["*"], "target": {"url": "amqp://n.example.com", "exchange": "x", "routing_key": "x"}}),
             vec!["type"],
+        ),
+        (
+            json!({"type": "nats_jetstream", "events": ["*"], "target": {"url": "redis://n.example.com", "stream": "x"}}),
+            vec!["target.stream", "target.subject", "target.url"],
         ),
         (json!({"type": "sqs", "events": ["*"]}), vec!["type"]),
         (
@@ -867,4 +872,100 @@ async fn an_unreachable_broker_is_retried_like_an_https_endpoint(backend: Backen
         assert_eq!(a["error_code"], "broker_unavailable", "{a:#}");
         assert_eq!(a["response_status"], Value::Null);
     }
+}
+
+async fn nats_jetstream_endpoints_receive_acknowledged_signed_envelopes(backend: Backend) {
+    const NATS: &str = "nats://127.0.0.1:4222";
+    let Ok(client) = async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(2))
+        .connect(NATS)
+        .await
+    else {
+        crate::support::skip("NATS with JetStream is not running on 127.0.0.1:4222");
+    };
+    let js = async_nats::jetstream::new(client);
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let name = format!("SBTEST_{id}");
+    let stream = js
+        .get_or_create_stream(async_nats::jetstream::stream::Config {
+            name: name.clone(),
+            subjects: vec![format!("sbtest.{id}.>")],
+            ..Default::default()
+        })
+        .await
+        .expect("JetStream is enabled");
+
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env.start(&fast()).await;
+    let api = Api::new(&server, &seed.key);
+    let e = create(
+        &server,
+        &seed.key,
+        json!({"type": "nats_jetstream", "events": ["message.sent"],
+               "target": {"url": NATS, "subject": format!("sbtest.{id}.{{namespace}}.{{channel_slug}}")}}),
+    )
+    .await
+    .expect(201)
+    .body;
+    assert_eq!(e["type"], "nats_jetstream");
+    let secret = e["signing_secret"].as_str().unwrap().to_owned();
+    let uuid = e["uuid"].as_str().unwrap().to_owned();
+    for text in ["one", "two", "three"] {
+        send(&server, &seed.key, "+4915123400003", text).await;
+    }
+    let ledger = {
+        let end = Instant::now() + WAIT;
+        loop {
+            let l = ledger_of(&server, &seed.key, &uuid).await;
+            if l.len() >= 3 || Instant::now() > end {
+                break l;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    assert_eq!(ledger.len(), 3);
+    for d in &ledger {
+        let d = finished(&api, d["delivery_id"].as_str().unwrap()).await;
+        assert_eq!(d["status"], "delivered", "{d:#}");
+        let excerpt = d["attempt_log"][0]["response_body_excerpt"]
+            .as_str()
+            .unwrap();
+        assert!(
+            excerpt.starts_with(&format!("JetStream {name} seq ")),
+            "{excerpt}"
+        );
+    }
+    // Exactly three messages, each a signed envelope with Nats-Msg-Id = its delivery id.
+    let mut ids = std::collections::HashSet::new();
+    for seq in 1..=3u64 {
+        let m = stream.get_raw_message(seq).await.expect("the message");
+        assert_eq!(m.subject.as_str(), format!("sbtest.{id}.message.sandbox"));
+        let headers: HashMap<String, String> = m
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_string().to_ascii_lowercase(), v[0].to_string()))
+            .collect();
+        let r = ReceivedRequest {
+            path: m.subject.to_string(),
+            method: "PUB".into(),
+            headers,
+            body: m.payload.to_vec(),
+            at: SystemTime::now(),
+            instant: Instant::now(),
+        };
+        assert!(
+            signed_by(&secret, &r),
+            "the signature verifies over the payload"
+        );
+        assert_eq!(r.header("nats-msg-id"), r.header("x-switchboard-delivery"));
+        assert_eq!(r.header("webhook-id"), r.header("x-switchboard-delivery"));
+        assert_eq!(r.json()["event"], "message.sent");
+        assert!(ids.insert(r.header("nats-msg-id").unwrap().to_owned()));
+    }
+    assert!(
+        stream.get_raw_message(4).await.is_err(),
+        "no fourth message"
+    );
+    js.delete_stream(&name).await.unwrap();
 }

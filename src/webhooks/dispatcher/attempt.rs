@@ -122,11 +122,20 @@ impl Dispatcher {
         // The endpoint's own time limit, or the deployment's (the client's own limit is the
         // deployment's: the request's replaces it).
         let timeout = self.timeout_of(d);
-        if endpoint.controls.destination == DestinationType::RedisStream {
-            return self
-                .publish_redis(d, endpoint, &headers, body, timeout)
-                .await
-                .signed(signed_with);
+        match endpoint.controls.destination {
+            DestinationType::RedisStream => {
+                return self
+                    .publish_redis(d, endpoint, &headers, body, timeout)
+                    .await
+                    .signed(signed_with);
+            }
+            DestinationType::NatsJetstream => {
+                return self
+                    .publish_nats(d, endpoint, &headers, body, timeout)
+                    .await
+                    .signed(signed_with);
+            }
+            DestinationType::Https | DestinationType::Rabbitmq => {}
         }
         let url = match url_safety::check_url(&endpoint.url, self.policy) {
             Ok(u) => u,

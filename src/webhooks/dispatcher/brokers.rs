@@ -21,6 +21,51 @@ use switchboard_store::webhooks::{ClaimedDelivery, ClaimedEndpoint};
 #[derive(Default)]
 pub(super) struct Connections {
     redis: Mutex<HashMap<String, redis::aio::MultiplexedConnection>>,
+    nats: Mutex<HashMap<String, async_nats::jetstream::Context>>,
+}
+
+/// A broker endpoint's target as stored (credentials masked).
+fn target_of(endpoint: &ClaimedEndpoint) -> Option<serde_json::Value> {
+    endpoint
+        .controls
+        .target
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+}
+
+/// A key template filled for the delivery's event.
+fn render(d: &ClaimedDelivery, template: &str) -> String {
+    let channel = d
+        .event
+        .channel
+        .as_ref()
+        .and_then(|c| serde_json::to_value(c).ok());
+    destination::render_template(template, &d.event.name, &d.event.data, channel.as_ref())
+}
+
+/// A URL's user or password as written (`%XX` decoded; `+` stays `+`).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// What went wrong, for the attempt log: the server's error code and message, or the I/O
@@ -108,6 +153,129 @@ impl Dispatcher {
             .unwrap()
             .insert(url.to_owned(), conn.clone());
         Ok(conn)
+    }
+
+    /// A checked address (`ip:port`) for a broker URL: its host resolved and kept only when
+    /// the URL-safety rules allow it.
+    async fn broker_address(
+        &self,
+        url: &str,
+        scheme: &str,
+        default_port: u16,
+    ) -> Result<(url::Url, std::net::SocketAddr), AttemptResult> {
+        let parsed =
+            url_safety::check_broker_url(url, scheme, default_port, self.policy).map_err(|e| {
+                AttemptResult::error(
+                    "unsafe_target",
+                    format!("The endpoint's target is not allowed: {e}."),
+                )
+            })?;
+        let host = parsed
+            .host_str()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let port = parsed.port().unwrap_or(default_port);
+        let addrs = SafeResolver::new(self.policy)
+            .resolve_checked(&host)
+            .await
+            .map_err(|e| AttemptResult::error("unsafe_target", format!("{e}.")))?;
+        Ok((parsed, std::net::SocketAddr::new(addrs[0].ip(), port)))
+    }
+
+    /// A JetStream context on a connection to the NATS server of `url`, at a checked address
+    /// (servers the cluster advertises are ignored: they were not checked).
+    async fn nats_context(
+        &self,
+        url: &str,
+    ) -> Result<async_nats::jetstream::Context, AttemptResult> {
+        if let Some(c) = self.brokers.nats.lock().unwrap().get(url) {
+            return Ok(c.clone());
+        }
+        let (parsed, addr) = self.broker_address(url, "nats", 4222).await?;
+        let mut options = async_nats::ConnectOptions::new()
+            .connection_timeout(Duration::from_secs(5))
+            .ignore_discovered_servers()
+            .name("switchboard-webhooks");
+        if let Some(password) = parsed.password() {
+            options = options
+                .user_and_password(percent_decode(parsed.username()), percent_decode(password));
+        } else if !parsed.username().is_empty() {
+            options = options.token(percent_decode(parsed.username()));
+        }
+        let client = options
+            .connect(format!("nats://{addr}"))
+            .await
+            .map_err(|e| {
+                AttemptResult::error(
+                    "broker_unavailable",
+                    format!("Could not connect to NATS: {}.", e.kind()),
+                )
+            })?;
+        let context = async_nats::jetstream::new(client);
+        self.brokers
+            .nats
+            .lock()
+            .unwrap()
+            .insert(url.to_owned(), context.clone());
+        Ok(context)
+    }
+
+    /// One attempt to a `nats_jetstream` endpoint.
+    pub(super) async fn publish_nats(
+        &self,
+        d: &ClaimedDelivery,
+        endpoint: &ClaimedEndpoint,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> AttemptResult {
+        let Some(target) = target_of(endpoint) else {
+            return AttemptResult::error(
+                "invalid_target",
+                "The endpoint has no readable target.".into(),
+            );
+        };
+        let url = match self.target_url(endpoint) {
+            Ok(u) => u,
+            Err(e) => return e,
+        };
+        let subject = render(d, target["subject"].as_str().unwrap_or("switchboard"));
+        let mut map = async_nats::HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(name.as_str(), value.as_str());
+        }
+        map.insert("Nats-Msg-Id", d.uuid.to_string().as_str());
+        let attempt = async {
+            let js = self.nats_context(&url).await?;
+            let ack = js
+                .publish_with_headers(subject.clone(), map, body.into())
+                .await
+                .map_err(|e| {
+                    AttemptResult::error(
+                        "broker_unavailable",
+                        format!("NATS refused the publish: {}.", e.kind()),
+                    )
+                })?
+                .await
+                .map_err(|e| {
+                    AttemptResult::error(
+                        "broker_rejected",
+                        format!("JetStream did not acknowledge: {}.", e.kind()),
+                    )
+                })?;
+            Ok::<_, AttemptResult>(AttemptResult::acked(format!(
+                "JetStream {} seq {}{}",
+                ack.stream,
+                ack.sequence,
+                if ack.duplicate { " (duplicate)" } else { "" }
+            )))
+        };
+        match tokio::time::timeout(timeout, attempt).await {
+            Ok(Ok(r) | Err(r)) => r,
+            Err(_) => AttemptResult::timeout(timeout),
+        }
     }
 
     /// One attempt to a `redis_stream` endpoint.

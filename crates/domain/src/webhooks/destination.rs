@@ -1,7 +1,7 @@
 //! Where an endpoint's deliveries go (CONVENTIONS "Destinations, filters, throttles, endpoint
-//! authentication"): an HTTPS URL, or a broker target. This version delivers to Redis Streams;
-//! `nats_jetstream` and `rabbitmq` are named (so that they are refused with a clear issue) but
-//! not deliverable yet.
+//! authentication"): an HTTPS URL, or a broker target. This version delivers to Redis Streams
+//! and NATS JetStream; `rabbitmq` is named (so that it is refused with a clear issue) but not
+//! deliverable yet.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,7 +17,7 @@ pub enum DestinationType {
     Https,
     /// `XADD` to a Redis stream: `target: {"url": "redis://...", "stream", "max_len"}`.
     RedisStream,
-    /// Not available in this version.
+    /// A JetStream publish: `target: {"url": "nats://...", "subject"}`.
     NatsJetstream,
     /// Not available in this version.
     Rabbitmq,
@@ -45,7 +45,17 @@ impl DestinationType {
 
     /// Whether this version delivers to this type.
     pub const fn available(self) -> bool {
-        matches!(self, DestinationType::Https | DestinationType::RedisStream)
+        !matches!(self, DestinationType::Rabbitmq)
+    }
+
+    /// A broker type's URL scheme, default port, and the name of its key template field.
+    pub const fn broker(self) -> Option<(&'static str, u16, &'static str)> {
+        match self {
+            DestinationType::Https => None,
+            DestinationType::RedisStream => Some(("redis", 6379, "stream")),
+            DestinationType::NatsJetstream => Some(("nats", 4222, "subject")),
+            DestinationType::Rabbitmq => Some(("amqp", 5672, "routing_key")),
+        }
     }
 }
 
@@ -137,6 +147,7 @@ mod tests {
         }
         assert_eq!(DestinationType::parse("sqs"), None);
         assert!(DestinationType::RedisStream.available());
+        assert!(DestinationType::NatsJetstream.available());
         assert!(!DestinationType::Rabbitmq.available());
     }
 
