@@ -168,7 +168,7 @@ impl Checker {
         }
     }
 
-    /// Checks a broker target of `destination` (`redis_stream` or `nats_jetstream`).
+    /// Checks a broker target of `destination` (`redis_stream`, `nats_jetstream`, `rabbitmq`).
     /// Returns the URL as answered (masked), the target as answered (JSON text) and the full
     /// URL sealed when it holds credentials.
     async fn target(
@@ -180,16 +180,35 @@ impl Checker {
         let serde_json::Value::Object(map) = target else {
             self.errors.add(
                 "target",
-                "must be an object such as {\"url\": \"redis://...\", \"stream\", \"max_len\"} or {\"url\": \"nats://...\", \"subject\"}",
+                "must be an object such as {\"url\": \"redis://...\", \"stream\", \"max_len\"} or {\"url\": \"nats://...\", \"subject\"} or {\"url\": \"amqp://...\", \"exchange\", \"routing_key\"}",
             );
             return None;
         };
         let (scheme, port, key_field) = destination.broker()?;
         let redis = destination == DestinationType::RedisStream;
-        let fields: &[&str] = if redis {
-            &["url", "stream", "max_len"]
-        } else {
-            &["url", key_field]
+        let fields: &[&str] = match destination {
+            DestinationType::RedisStream => &["url", "stream", "max_len"],
+            DestinationType::Rabbitmq => &["url", "exchange", "routing_key"],
+            _ => &["url", key_field],
+        };
+        let exchange = match (destination, map.get("exchange")) {
+            (DestinationType::Rabbitmq, Some(serde_json::Value::String(x))) => {
+                match destination::check_exchange(x) {
+                    Ok(()) => Some(x.clone()),
+                    Err(issue) => {
+                        self.errors.add("target.exchange", issue);
+                        None
+                    }
+                }
+            }
+            (DestinationType::Rabbitmq, _) => {
+                self.errors.add(
+                    "target.exchange",
+                    "is required: the exchange name (\"\" for the default exchange)",
+                );
+                None
+            }
+            _ => None,
         };
         let before = self.errors.0.len();
         for key in map.keys() {
@@ -274,10 +293,14 @@ impl Checker {
         }
         let (url, stream, max_len) = (url?, stream?, max_len?);
         let masked = destination::mask_url(&url);
-        let answered = if redis {
-            json!({"url": masked, "stream": stream, "max_len": max_len})
-        } else {
-            json!({"url": masked, key_field: stream})
+        let answered = match destination {
+            DestinationType::RedisStream => {
+                json!({"url": masked, "stream": stream, "max_len": max_len})
+            }
+            DestinationType::Rabbitmq => {
+                json!({"url": masked, "exchange": exchange?, "routing_key": stream})
+            }
+            _ => json!({"url": masked, key_field: stream}),
         }
         .to_string();
         let sealed = (!url.username().is_empty() || url.password().is_some())
@@ -457,15 +480,6 @@ pub async fn create_endpoint(
                     "only a broker endpoint has a target; an https endpoint has url",
                 );
             }
-        }
-        t if !t.available() => {
-            check.errors.add(
-                "type",
-                format!(
-                    "`{}` is not available in this version (https, redis_stream, nats_jetstream)",
-                    t.as_str()
-                ),
-            );
         }
         t => {
             if input.url.is_some() {

@@ -28,6 +28,7 @@ both_backends!(
     broker_targets_are_validated_and_credentials_sealed,
     an_unreachable_broker_is_retried_like_an_https_endpoint,
     nats_jetstream_endpoints_receive_acknowledged_signed_envelopes,
+    rabbitmq_endpoints_receive_confirmed_signed_envelopes,
 );
 
 /// Creates an endpoint from a whole body; returns the answer (201 expected).
@@ -719,8 +720,8 @@ async fn broker_targets_are_validated_and_credentials_sealed(backend: Backend) {
     };
     for (body, fields) in [
         (
-            json!({"type": "rabbitmq", "events": ["*"], "target": {"url": "amqp://n.example.com", "exchange": "x", "routing_key": "x"}}),
-            vec!["type"],
+            json!({"type": "rabbitmq", "events": ["*"], "target": {"url": "amqp://n.example.com", "exchange": "a b"}}),
+            vec!["target.exchange", "target.routing_key"],
         ),
         (
             json!({"type": "nats_jetstream", "events": ["*"], "target": {"url": "redis://n.example.com", "stream": "x"}}),
@@ -968,4 +969,195 @@ async fn nats_jetstream_endpoints_receive_acknowledged_signed_envelopes(backend:
         "no fourth message"
     );
     js.delete_stream(&name).await.unwrap();
+}
+
+async fn rabbitmq_endpoints_receive_confirmed_signed_envelopes(backend: Backend) {
+    use lapin::options::{
+        BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
+        QueueDeclareOptions, QueueDeleteOptions,
+    };
+    use lapin::types::{AMQPValue, FieldTable};
+    const AMQP: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+    let Ok(conn) = lapin::Connection::connect(AMQP, lapin::ConnectionProperties::default()).await
+    else {
+        crate::support::skip("RabbitMQ is not running on 127.0.0.1:5672 (guest/guest)");
+    };
+    let ch = conn.create_channel().await.unwrap();
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (exchange, lonely, queue) = (
+        format!("sbtest.{id}"),
+        format!("sbtest.{id}.unbound"),
+        format!("sbtest.{id}.q"),
+    );
+    for x in [&exchange, &lonely] {
+        ch.exchange_declare(
+            x,
+            lapin::ExchangeKind::Topic,
+            ExchangeDeclareOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    }
+    ch.queue_declare(
+        &queue,
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    ch.queue_bind(
+        &queue,
+        &exchange,
+        "message.#",
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env.start(&fast()).await;
+    let api = Api::new(&server, &seed.key);
+    let e = create(
+        &server,
+        &seed.key,
+        json!({"type": "rabbitmq", "events": ["message.sent"],
+               "target": {"url": AMQP, "exchange": exchange, "routing_key": "{namespace}.{event}.{channel_slug}"}}),
+    )
+    .await
+    .expect(201)
+    .body;
+    assert_eq!(e["type"], "rabbitmq");
+    assert_eq!(e["target"]["url"], "amqp://guest:***@127.0.0.1:5672/%2f");
+    let secret = e["signing_secret"].as_str().unwrap().to_owned();
+    let uuid = e["uuid"].as_str().unwrap().to_owned();
+    // No queue takes what goes to the other exchange: the message is returned, the attempt
+    // fails and is retried.
+    let unroutable = create(
+        &server,
+        &seed.key,
+        json!({"type": "rabbitmq", "events": ["security.*"],
+               "target": {"url": AMQP, "exchange": lonely, "routing_key": "x"}}),
+    )
+    .await
+    .expect(201)
+    .body;
+    for text in ["one", "two", "three"] {
+        send(&server, &seed.key, "+4915123400004", text).await;
+    }
+    let ledger = {
+        let end = Instant::now() + WAIT;
+        loop {
+            let l = ledger_of(&server, &seed.key, &uuid).await;
+            if l.len() >= 3 || Instant::now() > end {
+                break l;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    assert_eq!(ledger.len(), 3);
+    for d in &ledger {
+        let d = finished(&api, d["delivery_id"].as_str().unwrap()).await;
+        assert_eq!(d["status"], "delivered", "{d:#}");
+        let excerpt = d["attempt_log"][0]["response_body_excerpt"]
+            .as_str()
+            .unwrap();
+        assert!(excerpt.starts_with("RabbitMQ confirmed"), "{excerpt}");
+    }
+    let mut ids = std::collections::HashSet::new();
+    for _ in 0..3 {
+        let m = ch
+            .basic_get(&queue, BasicGetOptions { no_ack: true })
+            .await
+            .unwrap()
+            .expect("a message in the queue");
+        assert_eq!(
+            m.delivery.routing_key.as_str(),
+            "message.message.sent.sandbox"
+        );
+        let mut headers = HashMap::new();
+        for (k, v) in m
+            .delivery
+            .properties
+            .headers()
+            .as_ref()
+            .expect("headers")
+            .inner()
+        {
+            if let AMQPValue::LongString(v) = v {
+                headers.insert(
+                    k.as_str().to_ascii_lowercase(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                );
+            }
+        }
+        let r = ReceivedRequest {
+            path: queue.clone(),
+            method: "AMQP".into(),
+            headers,
+            body: m.delivery.data.clone(),
+            at: SystemTime::now(),
+            instant: Instant::now(),
+        };
+        assert!(
+            signed_by(&secret, &r),
+            "the signature verifies over the body"
+        );
+        let delivery = r.header("x-switchboard-delivery").unwrap().to_owned();
+        assert_eq!(
+            m.delivery
+                .properties
+                .message_id()
+                .as_ref()
+                .map(|s| s.as_str()),
+            Some(delivery.as_str())
+        );
+        assert_eq!(r.header("webhook-id"), Some(delivery.as_str()));
+        assert!(ids.insert(delivery));
+    }
+    assert!(
+        ch.basic_get(&queue, BasicGetOptions { no_ack: true })
+            .await
+            .unwrap()
+            .is_none(),
+        "no fourth message"
+    );
+    // The unroutable endpoint: a security event (the key below), returned each time.
+    env.admin(&[
+        "key",
+        "create",
+        "--org",
+        &seed.org_id.to_string(),
+        "--scopes",
+        "channels:read",
+    ])
+    .await;
+    let unroutable = unroutable["uuid"].as_str().unwrap();
+    let l = {
+        let end = Instant::now() + WAIT;
+        loop {
+            let l = ledger_of(&server, &seed.key, unroutable).await;
+            if !l.is_empty() || Instant::now() > end {
+                break l;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    assert_eq!(l.len(), 1);
+    let d = finished(&api, l[0]["delivery_id"].as_str().unwrap()).await;
+    assert_eq!(d["status"], "retries_exhausted", "{d:#}");
+    for a in d["attempt_log"].as_array().unwrap() {
+        assert_eq!(a["error_code"], "broker_rejected", "{a:#}");
+    }
+
+    ch.queue_delete(&queue, QueueDeleteOptions::default())
+        .await
+        .unwrap();
+    for x in [&exchange, &lonely] {
+        ch.exchange_delete(x, ExchangeDeleteOptions::default())
+            .await
+            .unwrap();
+    }
 }

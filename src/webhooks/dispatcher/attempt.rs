@@ -135,7 +135,13 @@ impl Dispatcher {
                     .await
                     .signed(signed_with);
             }
-            DestinationType::Https | DestinationType::Rabbitmq => {}
+            DestinationType::Rabbitmq => {
+                return self
+                    .publish_amqp(d, endpoint, &headers, body, timeout)
+                    .await
+                    .signed(signed_with);
+            }
+            DestinationType::Https => {}
         }
         let url = match url_safety::check_url(&endpoint.url, self.policy) {
             Ok(u) => u,

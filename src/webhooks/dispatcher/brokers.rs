@@ -22,6 +22,7 @@ use switchboard_store::webhooks::{ClaimedDelivery, ClaimedEndpoint};
 pub(super) struct Connections {
     redis: Mutex<HashMap<String, redis::aio::MultiplexedConnection>>,
     nats: Mutex<HashMap<String, async_nats::jetstream::Context>>,
+    amqp: Mutex<HashMap<String, (lapin::Connection, lapin::Channel)>>,
 }
 
 /// A broker endpoint's target as stored (credentials masked).
@@ -275,6 +276,142 @@ impl Dispatcher {
         match tokio::time::timeout(timeout, attempt).await {
             Ok(Ok(r) | Err(r)) => r,
             Err(_) => AttemptResult::timeout(timeout),
+        }
+    }
+
+    /// A confirm-mode channel on a connection to the RabbitMQ of `url`, at a checked address.
+    async fn amqp_channel(&self, url: &str) -> Result<lapin::Channel, AttemptResult> {
+        if let Some((conn, channel)) = self.brokers.amqp.lock().unwrap().get(url) {
+            if conn.status().connected() && channel.status().connected() {
+                return Ok(channel.clone());
+            }
+        }
+        let (_, addr) = self.broker_address(url, "amqp", 5672).await?;
+        let mut uri: lapin::uri::AMQPUri = url.parse().map_err(|e: String| {
+            AttemptResult::error(
+                "invalid_target",
+                format!(
+                    "The target URL is not an AMQP URL: {}.",
+                    e.replace(url, "(url)")
+                ),
+            )
+        })?;
+        uri.authority.host = addr.ip().to_string();
+        uri.authority.port = addr.port();
+        let unavailable = |e: lapin::Error| {
+            AttemptResult::error(
+                "broker_unavailable",
+                format!("Could not open a RabbitMQ channel: {e}."),
+            )
+        };
+        let conn = lapin::Connection::connect_uri(uri, lapin::ConnectionProperties::default())
+            .await
+            .map_err(unavailable)?;
+        let channel = conn.create_channel().await.map_err(unavailable)?;
+        channel
+            .confirm_select(lapin::options::ConfirmSelectOptions::default())
+            .await
+            .map_err(unavailable)?;
+        self.brokers
+            .amqp
+            .lock()
+            .unwrap()
+            .insert(url.to_owned(), (conn, channel.clone()));
+        Ok(channel)
+    }
+
+    /// One attempt to a `rabbitmq` endpoint.
+    pub(super) async fn publish_amqp(
+        &self,
+        d: &ClaimedDelivery,
+        endpoint: &ClaimedEndpoint,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> AttemptResult {
+        use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+        let Some(target) = target_of(endpoint) else {
+            return AttemptResult::error(
+                "invalid_target",
+                "The endpoint has no readable target.".into(),
+            );
+        };
+        let url = match self.target_url(endpoint) {
+            Ok(u) => u,
+            Err(e) => return e,
+        };
+        let exchange = target["exchange"].as_str().unwrap_or_default().to_owned();
+        let routing_key = render(d, target["routing_key"].as_str().unwrap_or("switchboard"));
+        let mut table = FieldTable::default();
+        for (name, value) in headers {
+            table.insert(
+                ShortString::from(name.clone()),
+                AMQPValue::LongString(LongString::from(value.clone())),
+            );
+        }
+        let properties = lapin::BasicProperties::default()
+            .with_content_type(ShortString::from("application/json"))
+            .with_message_id(ShortString::from(d.uuid.to_string()))
+            .with_delivery_mode(2)
+            .with_headers(table);
+        let attempt = async {
+            let channel = self.amqp_channel(&url).await?;
+            let failed = |e: lapin::Error| {
+                AttemptResult::error(
+                    "broker_unavailable",
+                    format!("RabbitMQ publish failed: {e}."),
+                )
+            };
+            let confirm = channel
+                .basic_publish(
+                    &exchange,
+                    &routing_key,
+                    lapin::options::BasicPublishOptions {
+                        mandatory: true,
+                        ..Default::default()
+                    },
+                    &body,
+                    properties,
+                )
+                .await
+                .map_err(failed)?
+                .await
+                .map_err(failed)?;
+            match confirm {
+                lapin::publisher_confirm::Confirmation::Ack(None) => Ok(AttemptResult::acked(
+                    format!("RabbitMQ confirmed to {exchange:?} with {routing_key:?}"),
+                )),
+                lapin::publisher_confirm::Confirmation::Ack(Some(returned)) => {
+                    Err(AttemptResult::error(
+                        "broker_rejected",
+                        format!(
+                            "RabbitMQ returned the message: {} {} (no queue takes {routing_key:?} from {exchange:?}).",
+                            returned.reply_code, returned.reply_text
+                        ),
+                    ))
+                }
+                lapin::publisher_confirm::Confirmation::Nack(_) => Err(AttemptResult::error(
+                    "broker_rejected",
+                    "RabbitMQ refused the message (nack).".into(),
+                )),
+                lapin::publisher_confirm::Confirmation::NotRequested => Err(AttemptResult::error(
+                    "broker_unavailable",
+                    "The channel is not in confirm mode.".into(),
+                )),
+            }
+        };
+        match tokio::time::timeout(timeout, attempt).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(r)) => {
+                if r.error_code == Some("broker_unavailable") {
+                    self.brokers.amqp.lock().unwrap().remove(&url);
+                }
+                r
+            }
+            Err(_) => {
+                self.brokers.amqp.lock().unwrap().remove(&url);
+                AttemptResult::timeout(timeout)
+            }
         }
     }
 

@@ -1,7 +1,6 @@
 //! Where an endpoint's deliveries go (CONVENTIONS "Destinations, filters, throttles, endpoint
-//! authentication"): an HTTPS URL, or a broker target. This version delivers to Redis Streams
-//! and NATS JetStream; `rabbitmq` is named (so that it is refused with a clear issue) but not
-//! deliverable yet.
+//! authentication"): an HTTPS URL, or a broker target: Redis Streams, NATS JetStream or
+//! RabbitMQ.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -19,7 +18,7 @@ pub enum DestinationType {
     RedisStream,
     /// A JetStream publish: `target: {"url": "nats://...", "subject"}`.
     NatsJetstream,
-    /// Not available in this version.
+    /// A publish with confirms: `target: {"url": "amqp://...", "exchange", "routing_key"}`.
     Rabbitmq,
 }
 
@@ -41,11 +40,6 @@ impl DestinationType {
             "rabbitmq" => Some(DestinationType::Rabbitmq),
             _ => None,
         }
-    }
-
-    /// Whether this version delivers to this type.
-    pub const fn available(self) -> bool {
-        !matches!(self, DestinationType::Rabbitmq)
     }
 
     /// A broker type's URL scheme, default port, and the name of its key template field.
@@ -116,6 +110,22 @@ pub fn render_template(t: &str, event: &str, data: &Value, channel: Option<&Valu
         .replace("{channel_slug}", slug)
 }
 
+/// Checks a RabbitMQ exchange name: empty (the default exchange) or up to 255 letters,
+/// digits, `-`, `_`, `.` and `:`.
+pub fn check_exchange(name: &str) -> Result<(), String> {
+    if name.len() > 255
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+    {
+        return Err(
+            "must be at most 255 letters, digits, `-`, `_`, `.` and `:` (empty: the default exchange)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 /// Checks a Redis stream's `max_len`.
 pub fn check_max_len(n: i64) -> Result<u64, String> {
     match u64::try_from(n) {
@@ -146,9 +156,11 @@ mod tests {
             assert_eq!(DestinationType::parse(t).unwrap().as_str(), t);
         }
         assert_eq!(DestinationType::parse("sqs"), None);
-        assert!(DestinationType::RedisStream.available());
-        assert!(DestinationType::NatsJetstream.available());
-        assert!(!DestinationType::Rabbitmq.available());
+        assert_eq!(
+            DestinationType::Rabbitmq.broker(),
+            Some(("amqp", 5672, "routing_key"))
+        );
+        assert_eq!(DestinationType::Https.broker(), None);
     }
 
     #[test]
@@ -197,6 +209,14 @@ mod tests {
         assert_eq!(u("redis://:secret@host:6379/0"), "redis://:***@host:6379/0");
         assert_eq!(u("redis://token@host"), "redis://***@host");
         assert_eq!(u("redis://host:6379"), "redis://host:6379");
+    }
+
+    #[test]
+    fn exchanges() {
+        assert!(check_exchange("").is_ok());
+        assert!(check_exchange("amq.topic").is_ok());
+        assert!(check_exchange("a b").is_err());
+        assert!(check_exchange(&"x".repeat(256)).is_err());
     }
 
     #[test]
