@@ -204,11 +204,10 @@ async fn main() -> anyhow::Result<()> {
             org.id,
             switchboard::ops::webhooks::CreateEndpoint {
                 name: Some(format!("bench {i}")),
-                url: format!("http://127.0.0.1:{port}/hook/{i}"),
+                url: Some(format!("http://127.0.0.1:{port}/hook/{i}")),
                 events: vec!["integration.test".into(), "security.*".into()],
                 headers: Default::default(),
-                status: None,
-                ordering: None,
+                ..Default::default()
             },
             Actor::Admin,
         )

@@ -169,6 +169,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         &rt,
         &state,
         &limiter,
+        redis.as_ref(),
         config_cache.clone(),
         recovery_wake,
         &shutdown,
@@ -215,6 +216,7 @@ fn start_workers(
     rt: &Runtime,
     state: &AppState,
     limiter: &Arc<RateLimiter>,
+    redis: Option<&crate::shared_redis::SharedRedis>,
     config_cache: Arc<crate::cache::ConfigCache>,
     recovery_wake: Arc<tokio::sync::Notify>,
     shutdown: &CancellationToken,
@@ -228,6 +230,7 @@ fn start_workers(
             rt.store.clone(),
             rt.secrets.clone(),
             rt.clock.clone(),
+            redis.cloned(),
         )
         .run(stop()),
     );

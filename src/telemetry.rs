@@ -246,6 +246,26 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "counter",
         "Delivery ledger records removed by retention.",
     ),
+    (
+        "switchboard_webhook_throttle_waits_total",
+        "counter",
+        "Attempts that waited for their slot in their endpoint's max_per_second.",
+    ),
+    (
+        "switchboard_webhook_throttle_late_total",
+        "counter",
+        "Throttled attempts woken more than 25 ms after their slot, which took a new slot rather than burst.",
+    ),
+    (
+        "switchboard_webhook_throttle_handed_back_total",
+        "counter",
+        "Claimed deliveries handed back because their endpoint's throttle had no slot within their lease.",
+    ),
+    (
+        "switchboard_webhook_throttle_redis_errors_total",
+        "counter",
+        "Redis failures of the endpoint throttle (the instance then throttles on its own for a few seconds).",
+    ),
 ];
 
 /// HELP lines for every metric, and every counter at 0 from start-up (with its known label
@@ -274,6 +294,10 @@ fn describe_metrics() {
         "switchboard_send_group_records_total",
         "switchboard_webhook_deliveries_claimed_ahead_total",
         "switchboard_webhook_deliveries_handed_back_total",
+        "switchboard_webhook_throttle_waits_total",
+        "switchboard_webhook_throttle_late_total",
+        "switchboard_webhook_throttle_handed_back_total",
+        "switchboard_webhook_throttle_redis_errors_total",
     ] {
         metrics::counter!(name).absolute(0);
     }

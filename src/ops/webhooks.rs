@@ -14,12 +14,16 @@ use crate::webhooks::url_safety::{self, Lookup, Policy, UrlError};
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::clock::Clock;
 use switchboard_domain::event::{Actor, Effects};
+use switchboard_domain::sealed::AAD_TARGET_URL;
 use switchboard_domain::webhooks::catalogue;
+use switchboard_domain::webhooks::destination::{self, DestinationType};
 use switchboard_domain::webhooks::endpoint::{self, EndpointOrdering, EndpointStatus};
 use switchboard_domain::webhooks::events as wh_events;
+use switchboard_domain::webhooks::filter::Filter;
 use switchboard_domain::webhooks::signing;
 use switchboard_store::webhooks::{
-    DeliveryRecord, EndpointPatch, EndpointRecord, NewEndpoint, RetryRefusal,
+    ControlsPatch, DeliveryRecord, EndpointControls, EndpointPatch, EndpointRecord, NewEndpoint,
+    RetryRefusal,
 };
 use switchboard_store::{Store, StoreError};
 
@@ -62,13 +66,27 @@ impl From<StoreError> for WebhookError {
 pub type WebhookResult<T> = Result<T, WebhookError>;
 
 /// A new endpoint.
+#[derive(Default)]
 pub struct CreateEndpoint {
     pub name: Option<String>,
-    pub url: String,
+    /// Required for an `https` endpoint, refused for a broker.
+    pub url: Option<String>,
+    /// `https` (default) or a broker type.
+    pub destination: Option<DestinationType>,
+    /// A broker endpoint's target.
+    pub target: Option<serde_json::Value>,
     pub events: Vec<String>,
     pub headers: BTreeMap<String, String>,
     pub status: Option<EndpointStatus>,
     pub ordering: Option<EndpointOrdering>,
+    /// A filter on the envelope (`None`: every subscribed event).
+    pub filter: Option<serde_json::Value>,
+    /// The endpoint's own attempt time limit (`1s`-`30s`).
+    pub timeout: Option<String>,
+    /// The endpoint's own retry delays (1 to 10, each `1s`-`72h`).
+    pub retry_delays: Option<Vec<String>>,
+    /// The most deliveries per second (1-10 000).
+    pub max_per_second: Option<i64>,
 }
 
 /// A change: `None` leaves a field as it is.
@@ -80,6 +98,14 @@ pub struct UpdateEndpoint {
     pub headers: Option<BTreeMap<String, String>>,
     pub status: Option<EndpointStatus>,
     pub ordering: Option<EndpointOrdering>,
+    /// `Some(None)` removes the filter.
+    pub filter: Option<Option<serde_json::Value>>,
+    /// A broker endpoint's new target.
+    pub target: Option<serde_json::Value>,
+    /// `Some(None)` restores the deployment's setting (or, for `max_per_second`, no limit).
+    pub timeout: Option<Option<String>>,
+    pub retry_delays: Option<Option<Vec<String>>>,
+    pub max_per_second: Option<Option<i64>>,
 }
 
 /// Collects field problems and URL safety into one result.
@@ -127,6 +153,199 @@ impl Checker {
                     format!("headers.{name}")
                 };
                 self.errors.add(field, issue);
+            }
+        }
+    }
+
+    /// Checks a filter; returns it as the JSON text to store.
+    fn filter(&mut self, filter: &serde_json::Value) -> Option<String> {
+        match Filter::parse(filter) {
+            Ok(_) => Some(filter.to_string()),
+            Err(issue) => {
+                self.errors.add("filter", issue);
+                None
+            }
+        }
+    }
+
+    /// Checks a broker target of `destination` (`redis_stream`, `nats_jetstream`, `rabbitmq`).
+    /// Returns the URL as answered (masked), the target as answered (JSON text) and the full
+    /// URL sealed when it holds credentials.
+    async fn target(
+        &mut self,
+        destination: DestinationType,
+        target: &serde_json::Value,
+        deps: &Deps<'_>,
+    ) -> Option<(String, String, Option<Vec<u8>>)> {
+        let serde_json::Value::Object(map) = target else {
+            self.errors.add(
+                "target",
+                "must be an object such as {\"url\": \"redis://...\", \"stream\", \"max_len\"} or {\"url\": \"nats://...\", \"subject\"} or {\"url\": \"amqp://...\", \"exchange\", \"routing_key\"}",
+            );
+            return None;
+        };
+        let (scheme, port, key_field) = destination.broker()?;
+        let redis = destination == DestinationType::RedisStream;
+        let fields: &[&str] = match destination {
+            DestinationType::RedisStream => &["url", "stream", "max_len"],
+            DestinationType::Rabbitmq => &["url", "exchange", "routing_key"],
+            _ => &["url", key_field],
+        };
+        let exchange = match (destination, map.get("exchange")) {
+            (DestinationType::Rabbitmq, Some(serde_json::Value::String(x))) => {
+                match destination::check_exchange(x) {
+                    Ok(()) => Some(x.clone()),
+                    Err(issue) => {
+                        self.errors.add("target.exchange", issue);
+                        None
+                    }
+                }
+            }
+            (DestinationType::Rabbitmq, _) => {
+                self.errors.add(
+                    "target.exchange",
+                    "is required: the exchange name (\"\" for the default exchange)",
+                );
+                None
+            }
+            _ => None,
+        };
+        let before = self.errors.0.len();
+        for key in map.keys() {
+            if !fields.contains(&key.as_str()) {
+                self.errors.add(
+                    format!("target.{key}"),
+                    format!(
+                        "unknown_field: a {} target has {}",
+                        destination.as_str(),
+                        fields.join(", ")
+                    ),
+                );
+            }
+        }
+        let url = match map.get("url").and_then(serde_json::Value::as_str) {
+            None => {
+                self.errors
+                    .add("target.url", format!("is required: a {scheme}:// URL"));
+                None
+            }
+            Some(raw) => match url_safety::check_broker_url(raw, scheme, port, deps.policy) {
+                Ok(u) => {
+                    match url_safety::check_resolution(
+                        &u,
+                        deps.policy,
+                        deps.lookup,
+                        RESOLVE_TIMEOUT,
+                    )
+                    .await
+                    {
+                        Ok(()) => Some(u),
+                        Err(UrlError::Unsafe(m) | UrlError::Invalid(m)) => {
+                            self.unsafe_url = Some(m);
+                            None
+                        }
+                    }
+                }
+                Err(UrlError::Invalid(issue)) => {
+                    self.errors.add("target.url", issue);
+                    None
+                }
+                Err(UrlError::Unsafe(m)) => {
+                    self.unsafe_url = Some(m);
+                    None
+                }
+            },
+        };
+        let key_path = format!("target.{key_field}");
+        let stream = match map.get(key_field).and_then(serde_json::Value::as_str) {
+            None => {
+                self.errors.add(
+                    key_path,
+                    "is required (it may use {event}, {namespace}, {contact_uuid}, {channel_slug})",
+                );
+                None
+            }
+            Some(t) => match destination::check_template(t) {
+                Ok(()) => Some(t.to_owned()),
+                Err(issue) => {
+                    self.errors.add(key_path, issue);
+                    None
+                }
+            },
+        };
+        let max_len = match map.get("max_len") {
+            _ if !redis => Some(0),
+            None | Some(serde_json::Value::Null) => Some(destination::DEFAULT_MAX_LEN),
+            Some(v) => match v.as_i64().map(destination::check_max_len) {
+                Some(Ok(n)) => Some(n),
+                Some(Err(issue)) => {
+                    self.errors.add("target.max_len", issue);
+                    None
+                }
+                None => {
+                    self.errors.add("target.max_len", "must be an integer");
+                    None
+                }
+            },
+        };
+        if self.errors.0.len() > before {
+            return None;
+        }
+        let (url, stream, max_len) = (url?, stream?, max_len?);
+        let masked = destination::mask_url(&url);
+        let answered = match destination {
+            DestinationType::RedisStream => {
+                json!({"url": masked, "stream": stream, "max_len": max_len})
+            }
+            DestinationType::Rabbitmq => {
+                json!({"url": masked, "exchange": exchange?, "routing_key": stream})
+            }
+            _ => json!({"url": masked, key_field: stream}),
+        }
+        .to_string();
+        let sealed = (!url.username().is_empty() || url.password().is_some())
+            .then(|| deps.secrets.seal(url.as_str().as_bytes(), AAD_TARGET_URL));
+        Some((masked, answered, sealed))
+    }
+
+    /// Checks an attempt time limit; returns it in milliseconds.
+    fn timeout(&mut self, t: &str) -> Option<i64> {
+        match endpoint::check_timeout(t) {
+            Ok(d) => i64::try_from(d.as_millis()).ok(),
+            Err(issue) => {
+                self.errors.add("timeout", issue);
+                None
+            }
+        }
+    }
+
+    /// Checks retry delays; returns them in milliseconds.
+    fn retry_delays(&mut self, delays: &[String]) -> Option<Vec<i64>> {
+        match endpoint::check_retry_delays(delays) {
+            Ok(ds) => Some(
+                ds.iter()
+                    .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                    .collect(),
+            ),
+            Err(problems) => {
+                for (i, issue) in problems {
+                    let field = match i {
+                        Some(i) => format!("retry_delays[{i}]"),
+                        None => "retry_delays".to_owned(),
+                    };
+                    self.errors.add(field, issue);
+                }
+                None
+            }
+        }
+    }
+
+    fn max_per_second(&mut self, n: i64) -> Option<i64> {
+        match endpoint::check_max_per_second(n) {
+            Ok(n) => Some(i64::from(n)),
+            Err(issue) => {
+                self.errors.add("max_per_second", issue);
+                None
             }
         }
     }
@@ -245,11 +464,59 @@ pub async fn create_endpoint(
     actor: Actor,
 ) -> WebhookResult<(EndpointRecord, String)> {
     let mut check = Checker::new();
-    let name = input.name.unwrap_or_else(|| default_name(&input.url));
+    let destination = input.destination.unwrap_or_default();
+    let mut url = input.url.clone().unwrap_or_default();
+    let mut target = None;
+    match destination {
+        DestinationType::Https => {
+            if input.url.is_none() {
+                check.errors.add("url", "is required");
+            } else {
+                check.url(&url, deps).await;
+            }
+            if input.target.is_some() {
+                check.errors.add(
+                    "target",
+                    "only a broker endpoint has a target; an https endpoint has url",
+                );
+            }
+        }
+        t => {
+            if input.url.is_some() {
+                check.errors.add(
+                    "url",
+                    format!(
+                        "a {} endpoint has no url: its address is target.url",
+                        t.as_str()
+                    ),
+                );
+            }
+            match &input.target {
+                None => check.errors.add("target", "is required for this type"),
+                Some(v) => target = check.target(t, v, deps).await,
+            }
+        }
+    }
+    if let Some((masked, _, _)) = &target {
+        url.clone_from(masked);
+    }
+    let name = input.name.unwrap_or_else(|| default_name(&url));
     check.name(&name);
-    check.url(&input.url, deps).await;
     let events = check.events(&input.events);
     check.headers(&input.headers);
+    let filter = input.filter.as_ref().and_then(|f| check.filter(f));
+    let controls = EndpointControls {
+        filter,
+        timeout_ms: input.timeout.as_deref().and_then(|t| check.timeout(t)),
+        retry_delays_ms: input
+            .retry_delays
+            .as_deref()
+            .and_then(|d| check.retry_delays(d)),
+        max_per_second: input.max_per_second.and_then(|n| check.max_per_second(n)),
+        destination,
+        target: target.as_ref().map(|t| t.1.clone()),
+        sealed_target_url: target.and_then(|t| t.2),
+    };
     check.finish()?;
 
     let secret = signing::generate_secret();
@@ -262,7 +529,7 @@ pub async fn create_endpoint(
                 uuid: Uuid::now_v7(),
                 org_id,
                 name,
-                url: input.url,
+                url,
                 events,
                 headers: input.headers,
                 sealed_secret: deps.secrets.seal(secret.as_bytes(), AAD_SIGNING_SECRET),
@@ -270,6 +537,7 @@ pub async fn create_endpoint(
                 now,
                 legacy: false,
                 ordering: input.ordering.unwrap_or_default(),
+                controls,
             },
             Box::new(move |e| created_effects(e, actor, now)),
         )
@@ -286,19 +554,61 @@ pub async fn update_endpoint(
     input: UpdateEndpoint,
     actor: Actor,
 ) -> WebhookResult<EndpointRecord> {
+    let current = get_endpoint(deps, org_id, uuid, Kind::Endpoint).await?;
+    let destination = current.controls.destination;
     let mut check = Checker::new();
     if let Some(n) = &input.name {
         check.name(n);
     }
+    let mut url = input.url.clone();
     if let Some(u) = &input.url {
-        check.url(u, deps).await;
+        if destination == DestinationType::Https {
+            check.url(u, deps).await;
+        } else {
+            check.errors.add(
+                "url",
+                format!(
+                    "a {} endpoint has no url: its address is target.url",
+                    destination.as_str()
+                ),
+            );
+        }
+    }
+    let mut target = None;
+    if let Some(t) = &input.target {
+        if destination == DestinationType::Https {
+            check.errors.add(
+                "target",
+                "only a broker endpoint has a target; an https endpoint has url",
+            );
+        } else if let Some((masked, answered, sealed)) = check.target(destination, t, deps).await {
+            url = Some(masked);
+            target = Some((answered, sealed));
+        }
     }
     let events = input.events.as_ref().map(|e| check.events(e));
     if let Some(h) = &input.headers {
         check.headers(h);
     }
+    let controls = ControlsPatch {
+        filter: input
+            .filter
+            .as_ref()
+            .map(|f| f.as_ref().and_then(|f| check.filter(f))),
+        timeout_ms: input
+            .timeout
+            .as_ref()
+            .map(|t| t.as_deref().and_then(|t| check.timeout(t))),
+        retry_delays_ms: input
+            .retry_delays
+            .as_ref()
+            .map(|d| d.as_deref().and_then(|d| check.retry_delays(d))),
+        max_per_second: input
+            .max_per_second
+            .map(|n| n.and_then(|n| check.max_per_second(n))),
+        target,
+    };
     check.finish()?;
-    get_endpoint(deps, org_id, uuid, Kind::Endpoint).await?;
 
     let now = deps.clock.now();
     let record = deps
@@ -308,7 +618,7 @@ pub async fn update_endpoint(
             uuid,
             EndpointPatch {
                 name: input.name,
-                url: input.url,
+                url,
                 events,
                 headers: input.headers,
                 status: input.status,
@@ -316,6 +626,7 @@ pub async fn update_endpoint(
                 sealed_secret: None,
                 retire_secret_until: None,
                 ordering: input.ordering,
+                controls,
             },
             now,
             Box::new(move |(old, new)| update_effects(old, new, actor, now)),
@@ -347,6 +658,24 @@ fn update_effects(
     if old.headers != new.headers {
         changed.push("headers");
         details.insert("header_names".into(), json!(header_names(&new.headers)));
+    }
+    if old.controls.filter != new.controls.filter {
+        changed.push("filter");
+    }
+    if old.controls.target != new.controls.target
+        || old.controls.sealed_target_url != new.controls.sealed_target_url
+    {
+        changed.push("target");
+    }
+    if old.controls.timeout_ms != new.controls.timeout_ms {
+        changed.push("timeout");
+    }
+    if old.controls.retry_delays_ms != new.controls.retry_delays_ms {
+        changed.push("retry_delays");
+    }
+    if old.controls.max_per_second != new.controls.max_per_second {
+        changed.push("max_per_second");
+        details.insert("max_per_second".into(), json!(new.controls.max_per_second));
     }
     let mut effects = Effects::none();
     if !changed.is_empty() {
@@ -609,6 +938,7 @@ pub async fn create_legacy_record(
                 now,
                 legacy: true,
                 ordering: EndpointOrdering::None,
+                controls: Default::default(),
             },
             Box::new(move |e| created_effects(e, actor, now)),
         )

@@ -4,4 +4,5 @@
 
 pub mod dispatcher;
 pub mod recovery;
+pub mod throttle;
 pub mod url_safety;

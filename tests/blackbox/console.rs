@@ -135,6 +135,18 @@ async fn the_console_works_in_a_real_browser(backend: Backend) {
         headers.contains("v1,••••") && headers.contains("signed with sec_"),
         "{headers}"
     );
+    // The endpoint card shows the type, the filter and the endpoint's own limits.
+    assert_eq!(report["card"]["type"], "https", "{report}");
+    let filter = report["card"]["filter"].as_str().unwrap();
+    assert!(
+        filter.contains(r#"{"channel.type":{"$in":["sandbox"]}}"#),
+        "{filter}"
+    );
+    let limits = report["card"]["limits"].as_str().unwrap();
+    assert!(
+        limits.contains("timeout 5s") && limits.contains("at most 50/s"),
+        "{limits}"
+    );
     // Its health: everything settled in the last hour was delivered.
     let health = report["health"].as_str().unwrap();
     assert!(

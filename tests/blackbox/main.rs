@@ -16,6 +16,7 @@ mod auth;
 mod batches;
 mod channels;
 mod console;
+mod destinations;
 mod disk_full;
 mod event_feed;
 mod faults;

@@ -84,6 +84,24 @@ const shot = (page, name) => page.screenshot({ path: path.join(out, name + ".png
   await page.waitForSelector(".endpoint .health");
   const health = await page.textContent(".endpoint .health");
   await shot(page, "5b-endpoint-health");
+  // The card shows the endpoint's type, filter and own limits (set here through the API).
+  const auth = { authorization: "Bearer " + key };
+  const listed = await (await fetch(base + "/api/v1/integrations/webhook-endpoints", { headers: auth })).json();
+  const mine = listed.data.find((e) => e.name === "Browser test");
+  const put = await fetch(base + "/api/v1/integrations/webhook-endpoints/" + mine.uuid, {
+    method: "PUT", headers: { ...auth, "content-type": "application/json" },
+    body: JSON.stringify({ filter: { "channel.type": { $in: ["sandbox"] } }, timeout: "5s", max_per_second: 50 }),
+  });
+  if (!put.ok) throw new Error("PUT of the endpoint's controls: " + put.status);
+  await page.click('nav a[data-view="deliveries"]');
+  await page.click('nav a[data-view="endpoints"]');
+  await page.waitForSelector(".endpoint .endpoint-filter");
+  const card = {
+    type: await page.textContent(".endpoint .endpoint-type"),
+    filter: await page.textContent(".endpoint .endpoint-filter"),
+    limits: await page.textContent(".endpoint .endpoint-limits"),
+  };
+  await shot(page, "5c-endpoint-controls");
   await page.click('nav a[data-view="deliveries"]');
   await page.waitForSelector("tr.clickable");
   // The ledger names the endpoint; its filters narrow it by event, endpoint and time.
@@ -139,7 +157,7 @@ const shot = (page, name) => page.screenshot({ path: path.join(out, name + ".png
     ...timing, attempts, first_attempt: firstAttempt, journey, key_in_url: keyInUrl,
     other_origins: elsewhere, console_errors: consoleErrors, requests: requested.length,
     nav_visible_signed_out: navSignedOut, ledger_row: ledgerEndpoint, rows_other_event: rowsOtherEvent,
-    rows_of_endpoint: rowsOfEndpoint, rows_in_future: rowsInFuture, payload, headers, health,
+    rows_of_endpoint: rowsOfEndpoint, rows_in_future: rowsInFuture, payload, headers, health, card,
   }));
   await browser.close();
 })().catch((e) => { console.error(e && e.stack || String(e)); process.exit(1); });

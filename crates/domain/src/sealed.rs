@@ -5,3 +5,5 @@
 pub const AAD_PROVIDER_CONFIG: &[u8] = b"channel.provider_config";
 /// Associated data for webhook signing secrets.
 pub const AAD_SIGNING_SECRET: &[u8] = b"webhook_endpoint.signing_secret";
+/// Associated data for a broker endpoint's target URL (it holds the broker's credentials).
+pub const AAD_TARGET_URL: &[u8] = b"webhook_endpoint.target_url";

@@ -1,12 +1,14 @@
 //! Records and the storage interface of webhooks: endpoints, deliveries and attempts.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use uuid::Uuid;
 
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::NewEvent;
+use switchboard_domain::webhooks::destination::DestinationType;
 use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
 
 use super::{EffectsFn, StoreResult};
@@ -36,6 +38,78 @@ pub struct EndpointRecord {
     /// empty), deliveries unsigned, and a modern endpoint with the same URL takes precedence.
     pub legacy: bool,
     pub ordering: EndpointOrdering,
+    pub controls: EndpointControls,
+}
+
+/// An endpoint's filter and its overrides of the deployment's delivery settings; `None`
+/// everywhere by default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointControls {
+    /// The filter as JSON text, as given (the caller checked it with the domain's
+    /// `Filter::parse`); `None`: every subscribed event.
+    pub filter: Option<String>,
+    /// The attempt time limit (ms); `None`: the deployment's.
+    pub timeout_ms: Option<i64>,
+    /// The delays between attempts (ms); `None`: the deployment's.
+    pub retry_delays_ms: Option<Vec<i64>>,
+    /// The most deliveries per second; `None`: no limit.
+    pub max_per_second: Option<i64>,
+    /// Where deliveries go: `Https` (to `url`) or a broker (to `target`).
+    pub destination: DestinationType,
+    /// A broker endpoint's target as answered: JSON text, its URL's credentials masked.
+    pub target: Option<String>,
+    /// A broker endpoint's full target URL, sealed (`AAD_TARGET_URL`) when it holds
+    /// credentials; never answered.
+    pub sealed_target_url: Option<Vec<u8>>,
+}
+
+impl EndpointControls {
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout_ms
+            .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+    }
+
+    pub fn retry_delays(&self) -> Option<Vec<Duration>> {
+        self.retry_delays_ms.as_ref().map(|ds| {
+            ds.iter()
+                .map(|ms| Duration::from_millis(u64::try_from(*ms).unwrap_or(0)))
+                .collect()
+        })
+    }
+}
+
+/// A change to an endpoint's controls: `None` leaves a field as it is, `Some(None)` removes it.
+#[derive(Clone, Debug, Default)]
+pub struct ControlsPatch {
+    pub filter: Option<Option<String>>,
+    pub timeout_ms: Option<Option<i64>>,
+    pub retry_delays_ms: Option<Option<Vec<i64>>>,
+    pub max_per_second: Option<Option<i64>>,
+    /// A broker endpoint's new target: (as answered, sealed full URL).
+    pub target: Option<(String, Option<Vec<u8>>)>,
+}
+
+impl ControlsPatch {
+    /// The controls after this change.
+    pub fn apply(self, old: &EndpointControls) -> EndpointControls {
+        EndpointControls {
+            filter: self.filter.unwrap_or_else(|| old.filter.clone()),
+            timeout_ms: self.timeout_ms.unwrap_or(old.timeout_ms),
+            retry_delays_ms: self
+                .retry_delays_ms
+                .unwrap_or_else(|| old.retry_delays_ms.clone()),
+            max_per_second: self.max_per_second.unwrap_or(old.max_per_second),
+            destination: old.destination,
+            target: match &self.target {
+                Some((t, _)) => Some(t.clone()),
+                None => old.target.clone(),
+            },
+            sealed_target_url: match self.target {
+                Some((_, sealed)) => sealed,
+                None => old.sealed_target_url.clone(),
+            },
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -53,6 +127,7 @@ pub struct NewEndpoint {
     /// A legacy webhook record (see [`EndpointRecord::legacy`]).
     pub legacy: bool,
     pub ordering: EndpointOrdering,
+    pub controls: EndpointControls,
 }
 
 /// A change to an endpoint; `None` leaves a field as it is.
@@ -73,6 +148,7 @@ pub struct EndpointPatch {
     /// cut-over: the current secret and every one retired earlier stop at once.
     pub retire_secret_until: Option<Timestamp>,
     pub ordering: Option<EndpointOrdering>,
+    pub controls: ControlsPatch,
 }
 
 /// A delivery as the ledger shows it.
@@ -150,7 +226,11 @@ pub struct ClaimRequest {
     pub token: Uuid,
     pub now: Timestamp,
     /// Until when the claim holds: after that, another instance may take the delivery over.
+    /// A delivery to an endpoint whose own timeout is longer than `timeout` is leased that
+    /// much longer.
     pub lease_until: Timestamp,
+    /// The deployment's attempt time limit, on which `lease_until` is based.
+    pub timeout: Duration,
     /// At most this many deliveries to attempt at once...
     pub limit: usize,
     /// ...at most this many per endpoint in this instance...
@@ -205,6 +285,8 @@ pub struct ClaimedEndpoint {
     /// Retired secrets still in their grace period (sealed), newest first: deliveries are
     /// signed with these too.
     pub retired_secrets: Vec<Vec<u8>>,
+    /// The endpoint's time limit and retry delays (instead of the deployment's) and throttle.
+    pub controls: EndpointControls,
 }
 
 /// A delivery claimed for one attempt.

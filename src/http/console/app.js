@@ -368,16 +368,27 @@ const views = {
           : `${rate}% delivered in the last hour (${counts.delivered} of ${settled})`,
         counts.open ? `, ${counts.open} pending or retrying` : "");
     }
+    // An endpoint's own time limit, retry delays and throttle, when it has any.
+    const limits = (ep) => [ep.timeout ? `timeout ${ep.timeout}` : "",
+      ep.retry_delays ? `retries after ${ep.retry_delays.join(", ")}` : "",
+      ep.max_per_second ? `at most ${ep.max_per_second}/s` : ""].filter(Boolean).join(" · ");
     async function refresh() {
       try {
         const page = await api("GET", "/webhook-endpoints?limit=200");
         const rates = await Promise.all(page.data.map((ep) => health(ep).catch(() => "")));
         list.replaceChildren(page.data.length ? h("div", {}, page.data.map((ep, i) => h("div", { class: "card endpoint" },
           h("div", { class: "toolbar" },
-            h("div", {}, h("strong", {}, ep.name), " ", badge(ep.status), " ", h("span", { class: "muted" }, `ordering: ${ep.ordering}`),
+            h("div", {}, h("strong", {}, ep.name), " ", badge(ep.status), " ",
+              h("span", { class: "muted endpoint-type" }, ep.type || "https"), " ",
+              h("span", { class: "muted" }, `ordering: ${ep.ordering}`),
               " · ", rates[i]),
             h("code", {}, ep.url)),
           h("p", { class: "muted" }, "Events: ", ep.events.join(", "), ep.disabled_reason ? ` — ${ep.disabled_reason}` : ""),
+          // A broker's target (credentials masked by the API), the filter and the overrides.
+          ep.target ? h("p", { class: "muted endpoint-target" }, "Target: ",
+            h("code", {}, Object.entries(ep.target).map(([k, v]) => `${k}: ${v}`).join(" · "))) : "",
+          ep.filter ? h("p", { class: "muted endpoint-filter" }, "Filter: ", h("code", {}, JSON.stringify(ep.filter))) : "",
+          limits(ep) ? h("p", { class: "muted endpoint-limits" }, limits(ep)) : "",
           (ep.warnings || []).map((w) => h("p", { class: "error" }, w.message || w.code || String(w))),
           actions(ep))))
           : h("p", { class: "empty" }, "No endpoints yet. Create one above; on a demo server a local URL such as http://127.0.0.1:9911/hooks works."));

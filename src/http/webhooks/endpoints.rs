@@ -17,7 +17,9 @@ use crate::http::query::StrictQuery;
 use crate::ops::webhooks as ops;
 use switchboard_domain::Timestamp;
 use switchboard_domain::scope::Scope;
+use switchboard_domain::time::format_duration;
 use switchboard_domain::webhooks::catalogue;
+use switchboard_domain::webhooks::destination::DestinationType;
 use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
 use switchboard_store::webhooks::EndpointRecord;
 
@@ -32,8 +34,15 @@ use crate::http::state::AppState;
 pub struct EndpointOut {
     pub uuid: Uuid,
     pub name: String,
-    /// Public HTTPS URL on port 443.
+    /// `https`, or the broker the deliveries go to.
+    #[serde(rename = "type")]
+    pub destination: DestinationType,
+    /// Public HTTPS URL on port 443 (a broker endpoint: its target URL, credentials masked).
     pub url: String,
+    /// A broker endpoint's target (`null` for https): for `redis_stream`
+    /// `{"url", "stream", "max_len"}`, the URL's credentials masked (`redis://user:***@host`).
+    #[schema(value_type = Option<Object>)]
+    pub target: Option<serde_json::Value>,
     /// Subscriptions: exact event names, `*`, or `namespace.*`.
     pub events: Vec<String>,
     /// Custom request headers sent with every delivery.
@@ -49,6 +58,20 @@ pub struct EndpointOut {
     /// `none` (default) or `per_contact`: each contact's deliveries in order, with
     /// `X-Switchboard-Sequence` (docs/webhooks.md, "Ordered delivery").
     pub ordering: EndpointOrdering,
+    /// The filter on the envelope (`null`: every subscribed event); docs/webhooks.md,
+    /// "Filters".
+    #[schema(value_type = Option<Object>)]
+    pub filter: Option<serde_json::Value>,
+    /// The endpoint's own attempt time limit (`null`: the deployment's
+    /// `SWITCHBOARD_WEBHOOK_TIMEOUT`).
+    #[schema(example = "5s")]
+    pub timeout: Option<String>,
+    /// The endpoint's own delays between attempts (`null`: the deployment's
+    /// `SWITCHBOARD_WEBHOOK_RETRY_DELAYS`); attempts = delays + 1.
+    #[schema(example = json!(["10s", "1m", "10m"]))]
+    pub retry_delays: Option<Vec<String>>,
+    /// The most deliveries per second to this endpoint, across instances (`null`: no limit).
+    pub max_per_second: Option<i64>,
     /// `whsec_` + base64 of 32 random bytes; only on create and rotate-secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing_secret: Option<String>,
@@ -87,7 +110,13 @@ impl From<&EndpointRecord> for EndpointOut {
         EndpointOut {
             uuid: e.uuid,
             name: e.name.clone(),
+            destination: e.controls.destination,
             url: e.url.clone(),
+            target: e
+                .controls
+                .target
+                .as_deref()
+                .and_then(|t| serde_json::from_str(t).ok()),
             events: e.events.clone(),
             headers: e.headers.clone(),
             status: e.status,
@@ -97,6 +126,17 @@ impl From<&EndpointRecord> for EndpointOut {
             created_at: e.created_at,
             updated_at: e.updated_at,
             ordering: e.ordering,
+            filter: e
+                .controls
+                .filter
+                .as_deref()
+                .and_then(|f| serde_json::from_str(f).ok()),
+            timeout: e.controls.timeout().map(format_duration),
+            retry_delays: e
+                .controls
+                .retry_delays()
+                .map(|ds| ds.into_iter().map(format_duration).collect()),
+            max_per_second: e.controls.max_per_second,
             signing_secret: None,
             warnings: None,
         }
@@ -108,8 +148,21 @@ impl From<&EndpointRecord> for EndpointOut {
 pub struct CreateEndpointBody {
     /// A label (1 to 200 characters); defaults to the URL's host.
     pub name: Option<String>,
-    /// Public HTTPS URL on port 443, without credentials.
-    pub url: String,
+    /// Public HTTPS URL on port 443, without credentials (required for `https`, refused for a
+    /// broker: its address is `target.url`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// `https` (default) or `redis_stream` (`nats_jetstream` and `rabbitmq` are not available
+    /// in this version).
+    #[serde(default, rename = "type")]
+    pub destination: Option<DestinationType>,
+    /// A broker endpoint's target: for `redis_stream` `{"url": "redis://...", "stream",
+    /// "max_len"}` (`stream` may use `{event}`, `{namespace}`, `{contact_uuid}`,
+    /// `{channel_slug}`; `max_len` 1 to 100 000 000, default 100 000). Credentials in the URL
+    /// are sealed and answered masked.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>, example = json!({"url": "redis://:secret@redis.example.com:6379/0", "stream": "switchboard:{namespace}", "max_len": 100000}))]
+    pub target: Option<serde_json::Value>,
     /// Exact event names, `*` or `namespace.*` (at least one).
     pub events: Vec<String>,
     /// Custom request headers (at most 20).
@@ -121,6 +174,26 @@ pub struct CreateEndpointBody {
     /// `none` (default) or `per_contact`.
     #[serde(default)]
     pub ordering: Option<EndpointOrdering>,
+    /// A predicate on the envelope as delivered: dotted paths (`"channel.type"`) to a literal
+    /// (equality) or to operators `$eq`, `$ne`, `$in`, `$nin`, `$exists`, `$gt`, `$gte`,
+    /// `$lt`, `$lte`; `$and` / `$or` take lists. An event that does not match creates no
+    /// delivery for this endpoint.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>, example = json!({"channel.type": {"$in": ["whatsapp_cloud"]}, "data.direction": "inbound"}))]
+    pub filter: Option<serde_json::Value>,
+    /// The endpoint's own attempt time limit, `1s` to `30s` (default: the deployment's).
+    #[serde(default)]
+    #[schema(example = "5s")]
+    pub timeout: Option<String>,
+    /// The endpoint's own delays between attempts: 1 to 10 durations, each `1s` to `72h`
+    /// (default: the deployment's).
+    #[serde(default)]
+    #[schema(example = json!(["10s", "1m", "10m"]))]
+    pub retry_delays: Option<Vec<String>>,
+    /// The most deliveries per second to this endpoint, 1 to 10 000, across instances
+    /// (default: no limit).
+    #[serde(default)]
+    pub max_per_second: Option<i64>,
 }
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
@@ -155,6 +228,26 @@ pub struct UpdateEndpointBody {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<EndpointOrdering>)]
     pub ordering: Option<Option<EndpointOrdering>>,
+    /// Replaces a broker endpoint's target (the whole object).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Object>)]
+    pub target: Option<Option<serde_json::Value>>,
+    /// Replaces the filter; `null` removes it (every subscribed event is delivered).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Object>)]
+    pub filter: Option<Option<serde_json::Value>>,
+    /// `1s` to `30s`; `null` restores the deployment's time limit.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub timeout: Option<Option<String>>,
+    /// 1 to 10 durations, each `1s` to `72h`; `null` restores the deployment's delays.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub retry_delays: Option<Option<Vec<String>>>,
+    /// 1 to 10 000; `null` removes the limit.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    pub max_per_second: Option<Option<i64>>,
 }
 
 /// List the organization's endpoints, newest first.
@@ -234,10 +327,16 @@ pub async fn create_endpoint(
         ops::CreateEndpoint {
             name: body.name,
             url: body.url,
+            destination: body.destination,
+            target: body.target,
             events: body.events,
             headers: body.headers.unwrap_or_default(),
             status: body.status,
             ordering: body.ordering,
+            filter: body.filter.filter(|f| !f.is_null()),
+            timeout: body.timeout,
+            retry_delays: body.retry_delays,
+            max_per_second: body.max_per_second,
         },
         principal.actor(),
     )
@@ -286,7 +385,7 @@ fn not_null<T>(
 }
 
 /// Update an endpoint with any subset of `name`, `url`, `events`, `headers`, `status`,
-/// `ordering`.
+/// `ordering`, `filter`, `timeout`, `retry_delays`, `max_per_second`.
 #[utoipa::path(
     put,
     path = "/api/v1/integrations/webhook-endpoints/{uuid}",
@@ -318,6 +417,11 @@ pub async fn update_endpoint(
         headers: body.headers.map(Option::unwrap_or_default),
         status: not_null(body.status, "status", &mut errors),
         ordering: not_null(body.ordering, "ordering", &mut errors),
+        filter: body.filter,
+        target: not_null(body.target, "target", &mut errors),
+        timeout: body.timeout,
+        retry_delays: body.retry_delays,
+        max_per_second: body.max_per_second,
     };
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));

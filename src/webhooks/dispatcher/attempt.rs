@@ -6,6 +6,7 @@ use super::*;
 use crate::trace;
 use crate::webhooks::url_safety::{self, DnsFailure, Policy, SafeResolver, UnsafeTarget};
 use switchboard_domain::trace::TraceContext;
+use switchboard_domain::webhooks::destination::DestinationType;
 
 /// The delivery HTTP client: safe resolver, no redirects, no proxy, HTTP/1.1.
 ///
@@ -62,15 +63,6 @@ impl Dispatcher {
                 delivery::ENDPOINT_DELETED_MESSAGE.into(),
             );
         };
-        let url = match url_safety::check_url(&endpoint.url, self.policy) {
-            Ok(u) => u,
-            Err(e) => {
-                return AttemptResult::error(
-                    "unsafe_target",
-                    format!("The endpoint URL is not allowed: {e}."),
-                );
-            }
-        };
         // A legacy webhook record has no secret: its deliveries are unsigned (specification
         // 6.3.3; see docs/legacy.md). Otherwise: the current secret, then the retired ones still
         // in their grace period.
@@ -99,39 +91,78 @@ impl Dispatcher {
         // The exact envelope bytes written with the event (the feed serves the same bytes).
         let body = d.envelope.clone().into_bytes();
         let timestamp = self.clock.now().unix_seconds();
-        let mut req = self.client.post(url);
-        for (name, value) in &endpoint.headers {
-            req = req.header(name.as_str(), value.as_str());
-        }
-        let mut req = req
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header("X-Switchboard-Event", d.event.name.as_str())
-            .header("X-Switchboard-Delivery", d.uuid.to_string())
-            .header("X-Switchboard-Attempt", d.attempt.to_string())
-            .header("traceparent", trace.to_string());
+        // The headers of the delivery, in order: the endpoint's own, then Switchboard's (a
+        // broker message carries the same ones).
+        let mut headers: Vec<(String, String)> = endpoint
+            .headers
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect();
+        let mut add = |name: &str, value: String| headers.push((name.to_owned(), value));
+        add("Content-Type", "application/json".into());
+        add("X-Switchboard-Event", d.event.name.clone());
+        add("X-Switchboard-Delivery", d.uuid.to_string());
+        add("X-Switchboard-Attempt", d.attempt.to_string());
+        add("traceparent", trace.to_string());
         if let Some(sequence) = d.sequence {
-            req = req.header("X-Switchboard-Sequence", sequence.to_string());
+            add("X-Switchboard-Sequence", sequence.to_string());
         }
         let mut signed_with = None;
         if !secrets.is_empty() {
             let id = d.uuid.to_string();
             let signatures = signing::sign_all(&secrets, &id, timestamp, &body);
             let timestamp = timestamp.to_string();
-            req = req
-                .header("X-Switchboard-Timestamp", timestamp.as_str())
-                .header("X-Switchboard-Signature", signatures.switchboard)
-                .header("webhook-id", id)
-                .header("webhook-timestamp", timestamp)
-                .header("webhook-signature", signatures.standard);
+            add("X-Switchboard-Timestamp", timestamp.clone());
+            add("X-Switchboard-Signature", signatures.switchboard);
+            add("webhook-id", id);
+            add("webhook-timestamp", timestamp);
+            add("webhook-signature", signatures.standard);
             signed_with = Some(signatures.secret_ids);
         }
-        let req = req.body(body);
+        // The endpoint's own time limit, or the deployment's (the client's own limit is the
+        // deployment's: the request's replaces it).
+        let timeout = self.timeout_of(d);
+        match endpoint.controls.destination {
+            DestinationType::RedisStream => {
+                return self
+                    .publish_redis(d, endpoint, &headers, body, timeout)
+                    .await
+                    .signed(signed_with);
+            }
+            DestinationType::NatsJetstream => {
+                return self
+                    .publish_nats(d, endpoint, &headers, body, timeout)
+                    .await
+                    .signed(signed_with);
+            }
+            DestinationType::Rabbitmq => {
+                return self
+                    .publish_amqp(d, endpoint, &headers, body, timeout)
+                    .await
+                    .signed(signed_with);
+            }
+            DestinationType::Https => {}
+        }
+        let url = match url_safety::check_url(&endpoint.url, self.policy) {
+            Ok(u) => u,
+            Err(e) => {
+                return AttemptResult::error(
+                    "unsafe_target",
+                    format!("The endpoint URL is not allowed: {e}."),
+                );
+            }
+        };
+        let mut req = self.client.post(url);
+        for (name, value) in &headers {
+            req = req.header(name.as_str(), value.as_str());
+        }
+        let req = req.body(body).timeout(timeout);
 
-        let deadline = tokio::time::Instant::now() + self.timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
         let mut resp = match tokio::time::timeout_at(deadline, req.send()).await {
-            Err(_) => return AttemptResult::timeout(self.timeout).signed(signed_with),
+            Err(_) => return AttemptResult::timeout(timeout).signed(signed_with),
             Ok(Err(e)) => {
-                return AttemptResult::from_transport(&e, self.timeout).signed(signed_with);
+                return AttemptResult::from_transport(&e, timeout).signed(signed_with);
             }
             Ok(Ok(r)) => r,
         };
@@ -157,8 +188,8 @@ impl Dispatcher {
         drop(resp);
         let incomplete = match read {
             Ok(Ok(())) => None,
-            Err(_) => Some(AttemptResult::timeout(self.timeout)),
-            Ok(Err(e)) => Some(AttemptResult::from_transport(&e, self.timeout)),
+            Err(_) => Some(AttemptResult::timeout(timeout)),
+            Ok(Err(e)) => Some(AttemptResult::from_transport(&e, timeout)),
         };
         if let Some(mut failed) = incomplete {
             failed.excerpt = excerpt(&buf);
@@ -185,6 +216,7 @@ impl Dispatcher {
             ),
         };
         AttemptResult {
+            acked: false,
             status: Some(status.as_u16()),
             error_code: code,
             error_message: message,
@@ -226,6 +258,8 @@ pub fn excerpt(body: &[u8]) -> Option<String> {
 /// What one attempt produced.
 #[derive(Debug)]
 pub(super) struct AttemptResult {
+    /// A broker confirmed the message (a broker attempt has no HTTP status).
+    pub(super) acked: bool,
     pub(super) status: Option<u16>,
     pub(super) error_code: Option<&'static str>,
     pub(super) error_message: Option<String>,
@@ -236,8 +270,22 @@ pub(super) struct AttemptResult {
 }
 
 impl AttemptResult {
-    fn error(code: &'static str, message: String) -> Self {
+    /// A broker's confirmation, `what` it answered (an `XADD` id) as the excerpt.
+    pub(super) fn acked(what: String) -> Self {
         AttemptResult {
+            acked: true,
+            status: None,
+            error_code: None,
+            error_message: None,
+            excerpt: Some(what),
+            retry_after: None,
+            signed_with: None,
+        }
+    }
+
+    pub(super) fn error(code: &'static str, message: String) -> Self {
+        AttemptResult {
+            acked: false,
             status: None,
             error_code: Some(code),
             error_message: Some(message),
@@ -247,12 +295,12 @@ impl AttemptResult {
         }
     }
 
-    fn signed(mut self, signed_with: Option<Vec<String>>) -> Self {
+    pub(super) fn signed(mut self, signed_with: Option<Vec<String>>) -> Self {
         self.signed_with = signed_with;
         self
     }
 
-    fn timeout(limit: Duration) -> Self {
+    pub(super) fn timeout(limit: Duration) -> Self {
         Self::error(
             "timeout",
             format!(

@@ -36,6 +36,7 @@
 //! interrupts the rest and hands their deliveries back (due at once, not counted as failures).
 
 mod attempt;
+mod brokers;
 mod recording;
 
 use recording::{ToRecord, outcome_label};
@@ -58,7 +59,10 @@ use switchboard_store::webhooks::{
     AttemptOutcome, AttemptRecord, ClaimAhead, ClaimRequest, ClaimedDelivery, Disposition,
 };
 
+use super::throttle::Throttle;
 use super::url_safety::Policy;
+use crate::shared_redis::SharedRedis;
+use switchboard_domain::pacing::Pace;
 use switchboard_domain::webhooks::delivery;
 use switchboard_domain::webhooks::retry::{self, StatusClass};
 use switchboard_domain::webhooks::signing;
@@ -68,6 +72,10 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(10);
 /// A waiting delivery starts only while its lease outlasts the attempt's time limit by this
 /// much (time to record the outcome); otherwise it is handed back.
 pub const START_MARGIN: Duration = Duration::from_secs(5);
+/// A throttled attempt starts at most this long after its slot, else it takes a new one: the
+/// 5 % margin of the throttle's spacing (50 ms over any `max_per_second` slots) keeps room for
+/// this and for the request's way to the receiver.
+pub const THROTTLE_LATE: Duration = Duration::from_millis(25);
 /// How many deliveries a claim may take ahead of the free slots, per slot (globally and per
 /// endpoint): one more round of attempts.
 pub const AHEAD_FACTOR: usize = 1;
@@ -132,6 +140,10 @@ pub struct Dispatcher {
     attempts: TaskTracker,
     /// Cancelled after the grace period: attempts still in flight hand their deliveries back.
     hard_stop: CancellationToken,
+    /// Spreads the attempts of endpoints with `max_per_second`.
+    throttle: Throttle,
+    /// Open connections to broker destinations, by target URL.
+    brokers: brokers::Connections,
 }
 
 impl Dispatcher {
@@ -140,6 +152,7 @@ impl Dispatcher {
         store: SharedStore,
         secrets: SecretBox,
         clock: SharedClock,
+        redis: Option<SharedRedis>,
     ) -> Arc<Dispatcher> {
         let policy = Policy {
             allow_private: config.webhook_allow_private_targets,
@@ -175,6 +188,11 @@ impl Dispatcher {
             low_water: (config.webhook_concurrency / 8).clamp(1, 16),
             attempts: TaskTracker::new(),
             hard_stop: CancellationToken::new(),
+            brokers: brokers::Connections::default(),
+            throttle: match redis {
+                Some(r) => Throttle::shared(r),
+                None => Throttle::local(),
+            },
         })
     }
 
@@ -330,10 +348,12 @@ impl Dispatcher {
             if !slots.open || slots.waiting.is_empty() {
                 return;
             }
-            let start_by = self.clock.now().saturating_add(self.timeout + START_MARGIN);
+            let now = self.clock.now();
             let mut i = 0;
             while i < slots.waiting.len() {
                 let key = endpoint_key(&slots.waiting[i]);
+                let start_by =
+                    now.saturating_add(self.timeout_of(&slots.waiting[i]) + START_MARGIN);
                 if slots.waiting[i].lease_until < start_by {
                     let d = slots.waiting.remove(i).expect("in range");
                     slots.release(key, false);
@@ -411,6 +431,70 @@ impl Dispatcher {
         }
     }
 
+    /// Waits for the delivery's slot in its endpoint's throttle (`max_per_second`), as long as
+    /// its lease still covers the attempt after the wait. `false`: no slot within that time
+    /// (the endpoint is then not claimed until it has one) or the hard stop came; the
+    /// delivery is to be handed back.
+    async fn wait_for_throttle(&self, d: &ClaimedDelivery, hard_stop: &CancellationToken) -> bool {
+        let Some(endpoint) = d.endpoint.as_ref() else {
+            return true;
+        };
+        let Some(rate) = endpoint
+            .controls
+            .max_per_second
+            .and_then(|n| u32::try_from(n).ok())
+        else {
+            return true;
+        };
+        loop {
+            let now = self.clock.now();
+            let latest = d
+                .lease_until
+                .saturating_sub(self.timeout_of(d) + START_MARGIN);
+            let bound = if latest > now {
+                latest.since(now)
+            } else {
+                Duration::ZERO
+            };
+            match self.throttle.reserve(endpoint.uuid, rate, bound).await {
+                Pace::Go { wait_us } => {
+                    let slot_at =
+                        tokio::time::Instant::now() + Duration::from_micros(wait_us.unsigned_abs());
+                    if wait_us > 0 {
+                        metrics::counter!("switchboard_webhook_throttle_waits_total").increment(1);
+                        tokio::select! {
+                            _ = tokio::time::sleep_until(slot_at) => {}
+                            _ = hard_stop.cancelled() => return false,
+                        }
+                    }
+                    // Woken late (a busy machine), the attempt would come closer to the ones
+                    // after it than the rate allows: it takes a new slot instead.
+                    if tokio::time::Instant::now().duration_since(slot_at) <= THROTTLE_LATE {
+                        return true;
+                    }
+                    metrics::counter!("switchboard_webhook_throttle_late_total").increment(1);
+                }
+                Pace::Later { after_us } => {
+                    metrics::counter!("switchboard_webhook_throttle_handed_back_total")
+                        .increment(1);
+                    self.slots.lock().unwrap().throttled.insert(
+                        endpoint.id,
+                        Instant::now() + Duration::from_micros(after_us.unsigned_abs()),
+                    );
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// The time limit of a delivery's attempt: its endpoint's own, or the deployment's.
+    fn timeout_of(&self, d: &ClaimedDelivery) -> Duration {
+        d.endpoint
+            .as_ref()
+            .and_then(|e| e.controls.timeout())
+            .unwrap_or(self.timeout)
+    }
+
     async fn until_next_due(&self) -> Duration {
         match self.store.next_delivery_due().await {
             Ok(Some(t)) => {
@@ -439,7 +523,17 @@ impl Dispatcher {
     /// endpoint's room in this instance.
     fn claim_request(&self, room: (usize, usize)) -> ClaimRequest {
         let now = self.clock.now();
-        let in_flight = self.slots.lock().unwrap().held.clone();
+        let in_flight = {
+            let mut slots = self.slots.lock().unwrap();
+            let mut in_flight = slots.held.clone();
+            // An endpoint whose throttle had no slot within a lease is not claimed until it has.
+            let at = Instant::now();
+            slots.throttled.retain(|_, until| *until > at);
+            for id in slots.throttled.keys() {
+                in_flight.insert(*id, usize::MAX / 2);
+            }
+            in_flight
+        };
         let ahead = (room.1 > 0).then(|| ClaimAhead {
             limit: room.1,
             room: self.quick_endpoints(),
@@ -448,6 +542,7 @@ impl Dispatcher {
             token: Uuid::new_v4(),
             now,
             lease_until: now.saturating_add(self.timeout + LEASE_MARGIN),
+            timeout: self.timeout,
             limit: room.0,
             per_endpoint: self.per_endpoint,
             in_flight,
@@ -475,6 +570,15 @@ impl Dispatcher {
         slot: tokio::sync::OwnedSemaphorePermit,
     ) {
         let key = endpoint_key(&d);
+        if !self.wait_for_throttle(&d, &hard_stop).await {
+            // No attempt: the slot is free again, and the delivery goes back as it was.
+            drop(slot);
+            self.slots.lock().unwrap().release(key, true);
+            self.pump();
+            self.freed.notify_one();
+            self.hand_back(vec![d]).await;
+            return;
+        }
         let token = d.token;
         let started = self.clock.now();
         let clock_start = Instant::now();
@@ -516,10 +620,17 @@ impl Dispatcher {
                 Disposition::Interrupted(now),
             ),
             Some(r) => {
+                // The endpoint's own retry delays, or the deployment's.
+                let own_delays = d.endpoint.as_ref().and_then(|e| e.controls.retry_delays());
+                let class = if r.acked {
+                    StatusClass::Success
+                } else {
+                    delivery::classify(r.status, r.error_code)
+                };
                 let disposition = delivery::disposition(
-                    delivery::classify(r.status, r.error_code),
+                    class,
                     d.attempt,
-                    &self.retry_delays,
+                    own_delays.as_deref().unwrap_or(&self.retry_delays),
                     r.retry_after,
                     rand::random::<f64>(),
                     now,
@@ -573,6 +684,8 @@ struct Slots {
     quick: HashMap<i64, Instant>,
     /// Cleared at shutdown: nothing waiting starts any more.
     open: bool,
+    /// Endpoints whose throttle had no slot within a lease, until when (not claimed till then).
+    throttled: HashMap<i64, Instant>,
 }
 
 impl Slots {

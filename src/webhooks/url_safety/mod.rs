@@ -101,6 +101,54 @@ pub fn check_url(raw: &str, policy: Policy) -> Result<Url, UrlError> {
     Ok(url)
 }
 
+/// Parses and checks a broker target URL (`scheme` and its `default_port`, credentials
+/// allowed): the address rules of HTTPS targets (no loopback, private, reserved or internal
+/// host unless private targets are allowed), the broker's own port.
+pub fn check_broker_url(
+    raw: &str,
+    scheme: &str,
+    default_port: u16,
+    policy: Policy,
+) -> Result<Url, UrlError> {
+    if raw.trim().is_empty() {
+        return Err(UrlError::Invalid("the URL must not be empty".into()));
+    }
+    if raw.len() > MAX_URL_LEN {
+        return Err(UrlError::Invalid(format!(
+            "the URL is longer than {MAX_URL_LEN} characters"
+        )));
+    }
+    if raw.trim() != raw || raw.chars().any(|c| c.is_control() || c == ' ') {
+        return Err(UrlError::Invalid(
+            "the URL must not contain spaces or control characters".into(),
+        ));
+    }
+    let url = Url::parse(raw).map_err(|e| UrlError::Invalid(format!("not a valid URL: {e}")))?;
+    if url.scheme() != scheme {
+        return Err(UrlError::Invalid(format!(
+            "the URL must use {scheme}://, not `{}`",
+            url.scheme()
+        )));
+    }
+    let host = url
+        .host()
+        .ok_or_else(|| UrlError::Invalid("the URL has no host".into()))?;
+    if policy.allow_private {
+        return Ok(url);
+    }
+    if url.port().is_some_and(|p| p != default_port) {
+        return Err(UrlError::Unsafe(format!(
+            "the URL must use the broker's own port {default_port}"
+        )));
+    }
+    match host {
+        Host::Ipv4(ip) => check_ip(IpAddr::V4(ip))?,
+        Host::Ipv6(ip) => check_ip(IpAddr::V6(ip))?,
+        Host::Domain(name) => check_host_name(name)?,
+    }
+    Ok(url)
+}
+
 fn check_ip(ip: IpAddr) -> Result<(), UrlError> {
     if is_public(ip) {
         Ok(())

@@ -7,6 +7,28 @@ const DEV: Policy = Policy {
     allow_private: true,
 };
 
+#[test]
+fn broker_urls_follow_the_address_rules() {
+    let ok = |raw: &str, policy| check_broker_url(raw, "redis", 6379, policy);
+    assert!(ok("redis://:pw@redis.example.net:6379/0", STRICT).is_ok());
+    assert!(ok("redis://user:pw@redis.example.net/0", STRICT).is_ok());
+    for bad in [
+        "redis://127.0.0.1:6379",
+        "redis://10.0.0.5",
+        "redis://localhost",
+        "redis://cache.internal",
+        "redis://redis.example.net:7000",
+    ] {
+        assert!(matches!(ok(bad, STRICT), Err(UrlError::Unsafe(_))), "{bad}");
+        assert!(ok(bad, DEV).is_ok(), "{bad}");
+    }
+    assert!(matches!(
+        ok("https://redis.example.net", STRICT),
+        Err(UrlError::Invalid(_))
+    ));
+    assert!(matches!(ok("redis:// x", DEV), Err(UrlError::Invalid(_))));
+}
+
 fn unsafe_(raw: &str) -> bool {
     matches!(check_url(raw, STRICT), Err(UrlError::Unsafe(_)))
 }

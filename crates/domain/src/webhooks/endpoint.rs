@@ -1,6 +1,7 @@
 //! Rules for the fields of a webhook endpoint: name, subscriptions and custom headers.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -128,6 +129,65 @@ pub fn check_events(events: &[String]) -> Result<Vec<String>, Vec<(Option<usize>
     } else {
         Err(problems)
     }
+}
+
+/// The bounds of an endpoint's own attempt `timeout`.
+pub const MIN_TIMEOUT: Duration = Duration::from_secs(1);
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30);
+/// The bounds of an endpoint's own `retry_delays`: 1 to 10 delays, each 1 s to 72 h.
+pub const MAX_RETRY_DELAYS: usize = 10;
+pub const MIN_RETRY_DELAY: Duration = Duration::from_secs(1);
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(72 * 3600);
+/// The bounds of an endpoint's `max_per_second`.
+pub const MAX_PER_SECOND: u32 = 10_000;
+
+/// Checks an endpoint's attempt `timeout` (`1s` to `30s`).
+pub fn check_timeout(s: &str) -> Result<Duration, String> {
+    let d = crate::time::parse_duration(s)?;
+    if d < MIN_TIMEOUT || d > MAX_TIMEOUT {
+        return Err(format!("`{s}` is not between 1s and 30s"));
+    }
+    Ok(d)
+}
+
+/// Checks an endpoint's `retry_delays`: 1 to 10 durations, each `1s` to `72h`. Returns every
+/// problem as `(index, issue)` (`None`: the list itself).
+pub fn check_retry_delays(
+    delays: &[String],
+) -> Result<Vec<Duration>, Vec<(Option<usize>, String)>> {
+    let mut problems = Vec::new();
+    if delays.is_empty() || delays.len() > MAX_RETRY_DELAYS {
+        problems.push((None, format!("must list 1 to {MAX_RETRY_DELAYS} delays")));
+    }
+    let mut out = Vec::with_capacity(delays.len());
+    for (i, s) in delays.iter().enumerate() {
+        match crate::time::parse_duration(s) {
+            Ok(d) if (MIN_RETRY_DELAY..=MAX_RETRY_DELAY).contains(&d) => out.push(d),
+            Ok(_) => problems.push((Some(i), format!("`{s}` is not between 1s and 72h"))),
+            Err(issue) => problems.push((Some(i), issue)),
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Checks an endpoint's `max_per_second` (1 to 10 000).
+pub fn check_max_per_second(n: i64) -> Result<u32, String> {
+    match u32::try_from(n) {
+        Ok(n) if (1..=MAX_PER_SECOND).contains(&n) => Ok(n),
+        _ => Err(format!("must be between 1 and {MAX_PER_SECOND}")),
+    }
+}
+
+/// The spacing of an endpoint's deliveries at `max_per_second` (µs), 5 % wider than the exact
+/// rate: the margin absorbs the jitter between a reserved slot and the request's arrival, so
+/// that no one-second window the receiver sees holds more than the rate.
+pub fn throttle_interval_us(max_per_second: u32) -> i64 {
+    let rate = i64::from(max_per_second.clamp(1, MAX_PER_SECOND));
+    1_000_000 * 105 / 100 / rate
 }
 
 /// Header names an endpoint may not set (compared in lower case).
@@ -300,6 +360,43 @@ mod tests {
             assert!(check_header("X-Ok", bad_value).is_err(), "{bad_value:?}");
         }
         assert!(check_header("X-Ok", &"v".repeat(1001)).is_err());
+    }
+
+    #[test]
+    fn overrides_are_bounded() {
+        assert_eq!(check_timeout("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(check_timeout("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(check_timeout("1500ms"), Ok(Duration::from_millis(1500)));
+        for bad in ["999ms", "31s", "1m", "0s", "soon", ""] {
+            assert!(check_timeout(bad).is_err(), "{bad}");
+        }
+        let d =
+            |v: &[&str]| check_retry_delays(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            d(&["1s", "72h"]),
+            Ok(vec![Duration::from_secs(1), Duration::from_secs(72 * 3600)])
+        );
+        assert!(d(&[]).is_err());
+        assert!(d(&["1s"; 11]).is_err());
+        assert!(d(&["1s"; 10]).is_ok());
+        let err = d(&["1s", "500ms", "73h", "x"]).unwrap_err();
+        let idx: Vec<Option<usize>> = err.iter().map(|e| e.0).collect();
+        assert_eq!(idx, vec![Some(1), Some(2), Some(3)]);
+        assert_eq!(check_max_per_second(1), Ok(1));
+        assert_eq!(check_max_per_second(10_000), Ok(10_000));
+        for bad in [0, -1, 10_001, i64::MAX] {
+            assert!(check_max_per_second(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn throttle_spacing_keeps_every_second_within_the_rate() {
+        for rate in [1u32, 2, 3, 7, 10, 80, 999, 10_000] {
+            let step = throttle_interval_us(rate);
+            // Slots at 0, step, 2 step, ...: the most that fit in any one-second window.
+            let fit = 1_000_000 / step + 1;
+            assert!(fit <= i64::from(rate), "{rate}/s: {fit} in a second");
+        }
     }
 
     #[test]

@@ -4,8 +4,10 @@
 
 pub mod catalogue;
 pub mod delivery;
+pub mod destination;
 pub mod endpoint;
 pub mod events;
+pub mod filter;
 pub mod redact;
 pub mod retry;
 pub mod signing;

@@ -23,6 +23,12 @@ const SEALED_COLUMNS: &[(&str, &str, &str, &[u8])] = &[
         switchboard_domain::sealed::AAD_SIGNING_SECRET,
     ),
     (
+        "webhook_endpoints",
+        "id",
+        "target_secret",
+        switchboard_domain::sealed::AAD_TARGET_URL,
+    ),
+    (
         "webhook_endpoint_secrets",
         "id",
         "signing_secret",

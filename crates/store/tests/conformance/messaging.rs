@@ -1058,6 +1058,7 @@ async fn grouped_records_commit_together_and_fail_alone(s: SharedStore) {
         now: t(0),
         legacy: false,
         ordering,
+        controls: Default::default(),
     };
     let unordered = s
         .create_endpoint(

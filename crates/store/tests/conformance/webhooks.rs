@@ -22,6 +22,7 @@ conformance!(
     test_deliveries_reach_one_endpoint,
     claims_are_exclusive_and_respect_limits,
     expired_leases_are_taken_over,
+    controls_filter_the_fan_out_and_lengthen_leases,
     claims_ahead_are_handed_back_as_they_were,
     concurrent_claims_never_overlap,
     outcomes_update_deliveries_and_health,
@@ -51,6 +52,7 @@ fn endpoint(org_id: i64, url: &str, events: &[&str]) -> NewEndpoint {
         now: t(0),
         legacy: false,
         ordering: EndpointOrdering::None,
+        controls: Default::default(),
     }
 }
 
@@ -87,6 +89,7 @@ fn claim(now: i64, limit: usize, per_endpoint: usize) -> ClaimRequest {
         token: Uuid::new_v4(),
         now: t(now),
         lease_until: t(now + 10_000),
+        timeout: Duration::from_secs(5),
         limit,
         per_endpoint,
         in_flight: HashMap::new(),
@@ -570,6 +573,80 @@ async fn expired_leases_are_taken_over(s: SharedStore) {
     assert_eq!(attempts[0].duration_ms, None);
     assert_eq!(attempts[1].number, 2);
     assert_eq!(attempts[1].response_status, Some(200));
+}
+
+async fn controls_filter_the_fan_out_and_lengthen_leases(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let mut new = endpoint(org.id, "https://a.example.com/slow", &["*"]);
+    new.controls = EndpointControls {
+        filter: Some(r#"{"event": {"$ne": "security.api_key_revoked"}}"#.into()),
+        timeout_ms: Some(20_000),
+        retry_delays_ms: Some(vec![1_000, 60_000]),
+        max_per_second: Some(5),
+        ..Default::default()
+    };
+    let slow = s.create_endpoint(new.clone(), no_effects()).await.unwrap();
+    assert_eq!(slow.controls, new.controls, "stored and read back");
+    let plain = create(&s, org.id, "https://a.example.com/plain", &["*"]).await;
+    emit(&s, org.id, "security.api_key_created", 100).await;
+    emit(&s, org.id, "security.api_key_revoked", 200).await;
+    // The filtered endpoint gets the first event only; the other both.
+    let claimed = s.claim_deliveries(&claim(1000, 10, 10)).await.unwrap();
+    let to = |e: &EndpointRecord| {
+        claimed
+            .iter()
+            .filter(|d| d.endpoint.as_ref().map(|x| x.id) == Some(e.id))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(to(&slow).len(), 1);
+    assert_eq!(to(&slow)[0].event.name, "security.api_key_created");
+    assert_eq!(to(&plain).len(), 2);
+    // Leased for the endpoint's own 20 s instead of the claim's 5 s: 15 s longer.
+    assert_eq!(to(&slow)[0].lease_until, t(1000 + 10_000 + 15_000));
+    let controls = &to(&slow)[0].endpoint.as_ref().unwrap().controls;
+    assert_eq!(controls.timeout_ms, Some(20_000));
+    assert_eq!(controls.retry_delays_ms, Some(vec![1_000, 60_000]));
+    assert_eq!(controls.max_per_second, Some(5));
+    for d in to(&plain) {
+        assert_eq!(d.lease_until, t(11_000));
+    }
+    // The plain deliveries' leases expire at 11 s, the slow one's not before 26 s.
+    let later = s.claim_deliveries(&claim(11_000, 10, 10)).await.unwrap();
+    assert_eq!(later.len(), 2);
+    assert!(
+        later
+            .iter()
+            .all(|d| d.endpoint.as_ref().unwrap().id == plain.id)
+    );
+    assert!(
+        s.claim_deliveries(&claim(25_999, 10, 10))
+            .await
+            .unwrap()
+            .iter()
+            .all(|d| d.endpoint.as_ref().unwrap().id != slow.id)
+    );
+    // A patch changes the controls it names, and `Some(None)` removes one.
+    let changed = s
+        .update_endpoint(
+            org.id,
+            slow.uuid,
+            EndpointPatch {
+                controls: ControlsPatch {
+                    filter: Some(None),
+                    max_per_second: Some(Some(9)),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            t(30_000),
+            Box::new(|_| Effects::none()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(changed.controls.filter, None);
+    assert_eq!(changed.controls.max_per_second, Some(9));
+    assert_eq!(changed.controls.timeout_ms, Some(20_000));
+    assert_eq!(changed.updated_at, t(30_000));
 }
 
 async fn claims_ahead_are_handed_back_as_they_were(s: SharedStore) {

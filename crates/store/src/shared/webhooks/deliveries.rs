@@ -18,6 +18,7 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::channel::ChannelIdentity;
 use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_domain::webhooks::delivery::{self, EndpointHealth};
+use switchboard_domain::webhooks::destination::DestinationType;
 
 async fn insert_attempt(conn: &mut Conn, delivery_id: i64, a: &AttemptRecord) -> StoreResult<()> {
     sqlx::query(
@@ -77,6 +78,12 @@ struct ClaimRow {
     ep_status: Option<String>,
     ep_deleted_at: Option<Timestamp>,
     ep_legacy: Option<bool>,
+    ep_timeout_ms: Option<i64>,
+    ep_retry_delays_ms: Option<String>,
+    ep_max_per_second: Option<i64>,
+    ep_destination: Option<String>,
+    ep_target: Option<String>,
+    ep_target_secret: Option<Vec<u8>>,
     envelope: Option<String>,
     sequence: Option<i64>,
     event_trace: Option<String>,
@@ -454,7 +461,9 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
                     ev.name AS event_name, ev.data AS event_data, ev.channel AS event_channel, ev.occurred_at,
                     ep.id AS ep_id, ep.uuid AS ep_uuid, ep.url AS ep_url, ep.headers AS ep_headers,
                     ep.signing_secret AS ep_secret, ep.status AS ep_status, ep.deleted_at AS ep_deleted_at,
-                    ep.legacy AS ep_legacy, ev.envelope, d.sequence, ev.trace AS event_trace
+                    ep.legacy AS ep_legacy, ep.timeout_ms AS ep_timeout_ms, ep.retry_delays_ms AS ep_retry_delays_ms,
+                    ep.max_per_second AS ep_max_per_second, ep.destination AS ep_destination, ep.target AS ep_target,
+                    ep.target_secret AS ep_target_secret, ev.envelope, d.sequence, ev.trace AS event_trace
              FROM webhook_deliveries d
              JOIN events ev ON ev.id = d.event_id
              LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
@@ -463,6 +472,26 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
     push_in_list(&mut qb, &ids);
     qb.push(" ORDER BY d.id");
     let rows: Vec<ClaimRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
+    // A delivery to an endpoint whose own time limit is longer than the deployment's is leased
+    // that much longer: its lease covers its attempt.
+    let deployment_ms = i64::try_from(req.timeout.as_millis()).unwrap_or(i64::MAX);
+    let mut longer: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for r in &rows {
+        if let Some(t) = r.ep_timeout_ms.filter(|t| *t > deployment_ms) {
+            longer.entry(t - deployment_ms).or_default().push(r.id);
+        }
+    }
+    let mut leases: HashMap<i64, Timestamp> = HashMap::new();
+    for (extra_ms, ids) in longer {
+        let until = req
+            .lease_until
+            .saturating_add(std::time::Duration::from_millis(extra_ms.unsigned_abs()));
+        let mut qb = QueryBuilder::<Db>::new("UPDATE webhook_deliveries SET lease_until = ");
+        qb.push_bind(until).push(" WHERE id");
+        push_in_list(&mut qb, &ids);
+        qb.build().execute(&mut **tx).await?;
+        leases.extend(ids.into_iter().map(|id| (id, until)));
+    }
     // Retired secrets still in their grace period, for the endpoints of this batch.
     let endpoint_ids: Vec<i64> = rows
         .iter()
@@ -497,6 +526,21 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
                     deleted: r.ep_deleted_at.is_some(),
                     legacy: r.ep_legacy.unwrap_or(false),
                     retired_secrets: retired.remove(&id).unwrap_or_default(),
+                    controls: EndpointControls {
+                        filter: None,
+                        timeout_ms: r.ep_timeout_ms,
+                        retry_delays_ms: super::endpoints::delays_of_column(
+                            r.ep_retry_delays_ms.as_deref(),
+                        ),
+                        max_per_second: r.ep_max_per_second,
+                        destination: r
+                            .ep_destination
+                            .as_deref()
+                            .and_then(DestinationType::parse)
+                            .unwrap_or_default(),
+                        target: r.ep_target,
+                        sealed_target_url: r.ep_target_secret,
+                    },
                 }),
                 _ => None,
             };
@@ -526,7 +570,7 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
                 envelope,
                 sequence: r.sequence,
                 endpoint,
-                lease_until: req.lease_until,
+                lease_until: leases.get(&r.id).copied().unwrap_or(req.lease_until),
                 ahead,
                 claimed_from,
             })

@@ -15,13 +15,15 @@ use crate::{EffectsFn, StoreError, StoreResult};
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_domain::webhooks::delivery::{self};
+use switchboard_domain::webhooks::destination::DestinationType;
 use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
 
 macro_rules! select_endpoints {
     ($rest:literal) => {
         concat!(
             "SELECT id, uuid, org_id, name, url, events, headers, signing_secret, status, disabled_reason,
-                    disabled_at, consecutive_failures, created_at, updated_at, legacy, ordering
+                    disabled_at, consecutive_failures, created_at, updated_at, legacy, ordering, filter,
+                    timeout_ms, retry_delays_ms, max_per_second, destination, target, target_secret
              FROM webhook_endpoints ",
             $rest
         )
@@ -46,6 +48,22 @@ struct EndpointRow {
     updated_at: Timestamp,
     legacy: bool,
     ordering: String,
+    filter: Option<String>,
+    timeout_ms: Option<i64>,
+    retry_delays_ms: Option<String>,
+    max_per_second: Option<i64>,
+    destination: String,
+    target: Option<String>,
+    target_secret: Option<Vec<u8>>,
+}
+
+/// The retry delays as stored: a JSON array of milliseconds.
+pub(super) fn delays_column(delays: Option<&Vec<i64>>) -> Option<String> {
+    delays.map(|d| serde_json::Value::from(d.clone()).to_string())
+}
+
+pub(super) fn delays_of_column(text: Option<&str>) -> Option<Vec<i64>> {
+    text.and_then(|t| serde_json::from_str(t).ok())
 }
 
 pub(super) fn endpoint_status(s: &str) -> StoreResult<EndpointStatus> {
@@ -73,6 +91,17 @@ impl TryFrom<EndpointRow> for EndpointRecord {
             updated_at: r.updated_at,
             legacy: r.legacy,
             ordering: EndpointOrdering::parse(&r.ordering).unwrap_or_default(),
+            controls: EndpointControls {
+                filter: r.filter,
+                timeout_ms: r.timeout_ms,
+                retry_delays_ms: delays_of_column(r.retry_delays_ms.as_deref()),
+                max_per_second: r.max_per_second,
+                destination: DestinationType::parse(&r.destination).ok_or_else(|| {
+                    StoreError::Other(format!("unknown destination {}", r.destination))
+                })?,
+                target: r.target,
+                sealed_target_url: r.target_secret,
+            },
         })
     }
 }
@@ -137,8 +166,9 @@ impl EndpointStore for Backend {
         sqlx::query(
             "INSERT INTO webhook_endpoints (uuid, org_id, name, url, events, headers, signing_secret, status,
                                             disabled_reason, disabled_at, consecutive_failures, created_at, updated_at,
-                                            legacy, ordering)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14)",
+                                            legacy, ordering, filter, timeout_ms, retry_delays_ms, max_per_second,
+                                            destination, target, target_secret)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
         )
         .bind(new.uuid)
         .bind(new.org_id)
@@ -154,6 +184,13 @@ impl EndpointStore for Backend {
         .bind(new.now)
         .bind(new.legacy)
         .bind(new.ordering.as_str())
+        .bind(&new.controls.filter)
+        .bind(new.controls.timeout_ms)
+        .bind(delays_column(new.controls.retry_delays_ms.as_ref()))
+        .bind(new.controls.max_per_second)
+        .bind(new.controls.destination.as_str())
+        .bind(&new.controls.target)
+        .bind(&new.controls.sealed_target_url)
         .execute(&mut *tx)
         .await?;
         let record = fetch_endpoint(&mut tx, new.org_id, new.uuid).await?;
@@ -226,8 +263,10 @@ impl EndpointStore for Backend {
             sealed_secret,
             retire_secret_until,
             ordering,
+            controls,
         } = patch;
         let ordering = ordering.unwrap_or(old.ordering);
+        let new_controls = controls.apply(&old.controls);
         if let (Some(_), Some(until)) = (&sealed_secret, retire_secret_until) {
             if until > now && !old.sealed_secret.is_empty() {
                 sqlx::query(
@@ -286,6 +325,7 @@ impl EndpointStore for Backend {
             || headers != old.headers
             || secret != old.sealed_secret
             || ordering != old.ordering
+            || new_controls != old.controls
             || status != old.status
             || reason != old.disabled_reason
             || failures != old.consecutive_failures;
@@ -293,8 +333,9 @@ impl EndpointStore for Backend {
         sqlx::query(
             "UPDATE webhook_endpoints SET name = $1, url = $2, events = $3, headers = $4, signing_secret = $5,
                     status = $6, disabled_reason = $7, disabled_at = $8, consecutive_failures = $9, updated_at = $10,
-                    ordering = $11
-             WHERE id = $12",
+                    ordering = $11, filter = $12, timeout_ms = $13, retry_delays_ms = $14, max_per_second = $15,
+                    target = $16, target_secret = $17
+             WHERE id = $18",
         )
         .bind(&name)
         .bind(&url)
@@ -307,6 +348,12 @@ impl EndpointStore for Backend {
         .bind(failures)
         .bind(updated_at)
         .bind(ordering.as_str())
+        .bind(&new_controls.filter)
+        .bind(new_controls.timeout_ms)
+        .bind(delays_column(new_controls.retry_delays_ms.as_ref()))
+        .bind(new_controls.max_per_second)
+        .bind(&new_controls.target)
+        .bind(&new_controls.sealed_target_url)
         .bind(old.id)
         .execute(&mut *tx)
         .await?;

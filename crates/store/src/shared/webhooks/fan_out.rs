@@ -13,6 +13,7 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::event::NewEvent;
 use switchboard_domain::webhooks::catalogue::{INTEGRATION_TEST, subscribed};
 use switchboard_domain::webhooks::endpoint::EndpointOrdering;
+use switchboard_domain::webhooks::filter::Filter;
 
 /// An active endpoint, as the fan-out needs it.
 struct Target {
@@ -21,10 +22,36 @@ struct Target {
     url: String,
     events: Vec<String>,
     ordering: EndpointOrdering,
+    filter: Option<Filter>,
 }
 
-/// id, uuid, url, events, ordering.
-type TargetRow = (i64, Uuid, String, Json<Vec<String>>, String);
+/// id, uuid, url, events, ordering, filter, destination, target.
+type TargetRow = (
+    i64,
+    Uuid,
+    String,
+    Json<Vec<String>>,
+    String,
+    Option<String>,
+    String,
+    Option<String>,
+);
+
+/// An endpoint's stored filter, parsed. A filter is checked before it is stored; one that no
+/// longer parses (a rule changed since) filters nothing rather than losing events.
+pub(super) fn stored_filter(text: Option<&str>) -> Option<Filter> {
+    let text = text?;
+    match serde_json::from_str::<Value>(text)
+        .map_err(|e| e.to_string())
+        .and_then(|v| Filter::parse(&v))
+    {
+        Ok(f) => Some(f),
+        Err(issue) => {
+            tracing::warn!(%issue, "an endpoint's stored filter does not parse: it filters nothing");
+            None
+        }
+    }
+}
 
 /// The state of one `write_effects_tx` call: each organization's active endpoints are loaded
 /// once, and how many deliveries were written (to wake the dispatchers).
@@ -38,7 +65,7 @@ impl FanOut {
     async fn targets(&mut self, conn: &mut Conn, org_id: i64) -> StoreResult<&[Target]> {
         if let std::collections::hash_map::Entry::Vacant(slot) = self.targets.entry(org_id) {
             let rows: Vec<TargetRow> = sqlx::query_as(
-                "SELECT id, uuid, url, events, ordering FROM webhook_endpoints
+                "SELECT id, uuid, url, events, ordering, filter, destination, target FROM webhook_endpoints
                  WHERE org_id = $1 AND status = 'active' AND deleted_at IS NULL ORDER BY legacy, id",
             )
             .bind(org_id)
@@ -46,13 +73,21 @@ impl FanOut {
             .await?;
             slot.insert(
                 rows.into_iter()
-                    .map(|(id, uuid, url, events, ordering)| Target {
-                        id,
-                        uuid,
-                        url,
-                        events: events.0,
-                        ordering: EndpointOrdering::parse(&ordering).unwrap_or_default(),
-                    })
+                    .map(
+                        |(id, uuid, url, events, ordering, filter, destination, target)| Target {
+                            id,
+                            uuid,
+                            // A broker target is the same target only with the same stream (or
+                            // subject, routing key): its whole target is the key.
+                            url: match (destination.as_str(), target) {
+                                ("https", _) | (_, None) => url,
+                                (kind, Some(target)) => format!("{kind} {target}"),
+                            },
+                            events: events.0,
+                            ordering: EndpointOrdering::parse(&ordering).unwrap_or_default(),
+                            filter: stored_filter(filter.as_deref()),
+                        },
+                    )
                     .collect(),
             );
         }
@@ -205,7 +240,7 @@ pub(in super::super) async fn insert_unordered_deliveries(
 }
 
 /// The deliveries an event fans out into, as `(endpoint id, order key)`: one per active
-/// endpoint of its organization whose subscriptions match, one per distinct URL (unified
+/// endpoint of its organization whose subscriptions and filter match, one per distinct URL (unified
 /// dispatch, specification 6.2.2): modern endpoints come before legacy records, so a URL that
 /// both hold gets the modern (signed) delivery, and several records with one URL get one
 /// delivery. `integration.test` events are delivered only by the test operation; a
@@ -228,9 +263,16 @@ async fn targets_of(
     };
     let mut chosen: Vec<(i64, Option<Uuid>)> = Vec::new();
     let mut urls = HashSet::new();
+    // The envelope as delivered, built once and only for an endpoint with a filter.
+    let mut envelope: Option<Value> = None;
     for t in fan.targets(conn, e.org_id).await? {
         if Some(t.uuid) == exclude || !subscribed(&t.events, &e.name) {
             continue;
+        }
+        if let Some(filter) = &t.filter {
+            if !filter.matches(envelope.get_or_insert_with(|| e.envelope())) {
+                continue;
+            }
         }
         if urls.insert(url_key(&t.url)) {
             chosen.push((t.id, t.ordering.order_key(&e.data)));

@@ -77,6 +77,7 @@ struct Target {
     status: String,
     deleted_at: Option<Timestamp>,
     ordering: String,
+    filter: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -85,6 +86,17 @@ struct WindowEvent {
     name: String,
     data: Json<Value>,
     occurred_at: Timestamp,
+    /// The envelope as delivered (NULL only for events written before it was kept).
+    envelope: Option<String>,
+}
+
+/// Whether the endpoint's filter lets the event through. An event without a kept envelope
+/// (written before envelopes were kept) cannot be judged and passes.
+fn passes(filter: Option<&switchboard_domain::webhooks::filter::Filter>, e: &WindowEvent) -> bool {
+    let (Some(filter), Some(text)) = (filter, e.envelope.as_deref()) else {
+        return true;
+    };
+    serde_json::from_str::<Value>(text).map_or(true, |v| filter.matches(&v))
 }
 
 /// Appends the event filters (names, `ns.*`) as `AND (name = .. OR name LIKE 'ns.%' ..)`.
@@ -214,7 +226,7 @@ impl RecoveryStore for Backend {
             return Ok(RecoveryStep::LeaseLost);
         };
         let target: Target = sqlx::query_as(
-            "SELECT uuid, events, status, deleted_at, ordering FROM webhook_endpoints WHERE id = $1",
+            "SELECT uuid, events, status, deleted_at, ordering, filter FROM webhook_endpoints WHERE id = $1",
         )
         .bind(p.endpoint_id)
         .fetch_one(&mut *tx)
@@ -242,7 +254,7 @@ impl RecoveryStore for Backend {
         }
 
         let mut qb = QueryBuilder::<Db>::new(
-            "SELECT id, name, data, occurred_at FROM events
+            "SELECT id, name, data, occurred_at, envelope FROM events
              WHERE org_id = ",
         );
         // `NOT test` as the partial index `events_org_window` says it (a bound `false` would
@@ -263,10 +275,12 @@ impl RecoveryStore for Backend {
         let events: Vec<WindowEvent> = qb.build_query_as().fetch_all(&mut *tx).await?;
 
         let patterns = target.events.0;
+        let filter = super::fan_out::stored_filter(target.filter.as_deref());
         let matching: Vec<&WindowEvent> = events
             .iter()
             .filter(|e| subscribed(&patterns, &e.name))
             .filter(|e| !about_this_endpoint(e, target.uuid))
+            .filter(|e| passes(filter.as_ref(), e))
             .collect();
         let ids: Vec<i64> = matching.iter().map(|e| e.id).collect();
         let mut have: HashSet<i64> = HashSet::new();
