@@ -138,7 +138,10 @@ async fn the_console_works_in_a_real_browser(backend: Backend) {
     // The endpoint card shows the type, the filter and the endpoint's own limits.
     assert_eq!(report["card"]["type"], "https", "{report}");
     let filter = report["card"]["filter"].as_str().unwrap();
-    assert!(filter.contains(r#"{"channel.type":{"$in":["sandbox"]}}"#), "{filter}");
+    assert!(
+        filter.contains(r#"{"channel.type":{"$in":["sandbox"]}}"#),
+        "{filter}"
+    );
     let limits = report["card"]["limits"].as_str().unwrap();
     assert!(
         limits.contains("timeout 5s") && limits.contains("at most 50/s"),
