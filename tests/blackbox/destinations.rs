@@ -19,6 +19,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 both_backends!(
     filters_choose_the_events_an_endpoint_receives,
+    recoveries_apply_the_endpoint_filter,
     malformed_filters_are_refused_naming_filter,
     overrides_are_validated_answered_and_changed_by_put,
     retry_delays_and_timeout_override_the_deployments,
@@ -170,6 +171,53 @@ async fn filters_choose_the_events_an_endpoint_receives(backend: Backend) {
     // The other filters are untouched by the PUTs.
     assert_eq!(api.get_endpoint(&or).await["filter"], either);
     assert_eq!(ledger(or).await.len(), 2);
+}
+
+async fn recoveries_apply_the_endpoint_filter(backend: Backend) {
+    use crate::recovery::{at, recover, wait_recovery};
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env.start(&fast()).await;
+    let api = Api::new(&server, &seed.key);
+    let rx = Receiver::start().await;
+    let since = at(-1000);
+    // Disabled from the start: the events below are not written for it.
+    let e = create(
+        &server,
+        &seed.key,
+        json!({"url": rx.url("/later"), "events": ["message.sent"], "status": "disabled",
+               "filter": {"data.message.text.body": {"$in": ["keep 1", "keep 2"]}}}),
+    )
+    .await
+    .expect(201)
+    .body;
+    let uuid = e["uuid"].as_str().unwrap().to_owned();
+    for text in ["keep 1", "drop 1", "keep 2", "drop 2"] {
+        send(&server, &seed.key, "+4915123400005", text).await;
+    }
+    assert!(ledger_of(&server, &seed.key, &uuid).await.is_empty());
+    api.put(&uuid, json!({"status": "active"}))
+        .await
+        .expect(200);
+    let started = recover(&server, &seed.key, &uuid, json!({"since": since}))
+        .await
+        .expect(202)
+        .body;
+    let id = started["recovery_id"].as_str().unwrap().to_owned();
+    let done = wait_recovery(&server, &seed.key, &uuid, &id).await;
+    assert_eq!(done["events_matched"], 2, "{done:#}");
+    assert_eq!(done["deliveries_queued"], 2, "{done:#}");
+    rx.wait_for("/later", 2, WAIT).await;
+    assert_eq!(texts(&rx, "/later"), vec!["keep 1", "keep 2"]);
+    let ledger = ledger_of(&server, &seed.key, &uuid).await;
+    assert_eq!(
+        ledger.len(),
+        2,
+        "no delivery for the events the filter refuses"
+    );
+    for d in &ledger {
+        assert_eq!(d["trigger"], "recovery");
+    }
 }
 
 async fn malformed_filters_are_refused_naming_filter(backend: Backend) {
