@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Deserializer, Serialize};
 use uuid::Uuid;
 
-use crate::http::json::{JsonBody, OptionalJsonBody};
+use crate::http::json::{JsonBody, OptionalJsonBody, RawJson, Read, read_strict};
 use crate::http::pagination::{Cursor, Page, PageRequest};
 use crate::http::path::Path;
 use crate::http::query::StrictQuery;
@@ -338,10 +338,23 @@ pub(crate) async fn endpoint_page(
 pub async fn create_endpoint(
     State(state): State<AppState>,
     principal: Principal,
-    body: Result<JsonBody<CreateEndpointBody>, ApiError>,
+    body: Result<RawJson, ApiError>,
 ) -> ApiResult<Response> {
     principal.require(Scope::WebhooksWrite)?;
-    let JsonBody(body) = body?;
+    let RawJson(bytes) = body?;
+    let Read { value, mut errors } = read_strict::<CreateEndpointBody>(&bytes)?;
+    // `url` is required by the default type (https), not by a broker's: named with the body's
+    // other problems.
+    if let Ok(serde_json::Value::Object(raw)) = serde_json::from_slice(&bytes) {
+        let https = raw.get("type").is_none_or(|t| t == "https");
+        if https && !raw.contains_key("url") && !errors.0.iter().any(|e| e.field == "url") {
+            errors.add("url", "is required");
+        }
+    }
+    let body = match value {
+        Some(body) if errors.is_empty() => body,
+        _ => return Err(ApiError::validation(errors)),
+    };
     let (record, secret) = ops::create_endpoint(
         &deps(&state),
         principal.org_id,
