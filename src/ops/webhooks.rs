@@ -14,7 +14,7 @@ use crate::webhooks::url_safety::{self, Lookup, Policy, UrlError};
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::clock::Clock;
 use switchboard_domain::event::{Actor, Effects};
-use switchboard_domain::sealed::AAD_TARGET_URL;
+use switchboard_domain::sealed::{AAD_AUTH_SECRET, AAD_TARGET_URL};
 use switchboard_domain::webhooks::catalogue;
 use switchboard_domain::webhooks::destination::{self, DestinationType};
 use switchboard_domain::webhooks::endpoint::{self, EndpointOrdering, EndpointStatus};
@@ -87,6 +87,8 @@ pub struct CreateEndpoint {
     pub retry_delays: Option<Vec<String>>,
     /// The most deliveries per second (1-10 000).
     pub max_per_second: Option<i64>,
+    /// Authentication to an https endpoint.
+    pub auth: Option<serde_json::Value>,
 }
 
 /// A change: `None` leaves a field as it is.
@@ -106,6 +108,8 @@ pub struct UpdateEndpoint {
     pub timeout: Option<Option<String>>,
     pub retry_delays: Option<Option<Vec<String>>>,
     pub max_per_second: Option<Option<i64>>,
+    /// `Some(None)` removes the authentication.
+    pub auth: Option<Option<serde_json::Value>>,
 }
 
 /// Collects field problems and URL safety into one result.
@@ -306,6 +310,124 @@ impl Checker {
         let sealed = (!url.username().is_empty() || url.password().is_some())
             .then(|| deps.secrets.seal(url.as_str().as_bytes(), AAD_TARGET_URL));
         Some((masked, answered, sealed))
+    }
+
+    /// Checks `auth` (an https endpoint's): returns it as answered (JSON text, no secret) and
+    /// its secret sealed.
+    async fn auth(
+        &mut self,
+        auth: &serde_json::Value,
+        destination: DestinationType,
+        deps: &Deps<'_>,
+    ) -> Option<(String, Vec<u8>)> {
+        if destination != DestinationType::Https {
+            self.errors
+                .add("auth", "only an https endpoint authenticates (type https)");
+            return None;
+        }
+        let serde_json::Value::Object(map) = auth else {
+            self.errors.add(
+                "auth",
+                "must be an object: {\"type\": \"oauth2_client_credentials\", \"token_url\", \"client_id\", \"client_secret\", \"scope\"}",
+            );
+            return None;
+        };
+        match map.get("type").and_then(serde_json::Value::as_str) {
+            Some("oauth2_client_credentials") => {}
+            Some("mtls") => {
+                self.errors.add(
+                    "auth.type",
+                    "`mtls` is not available in this version (oauth2_client_credentials)",
+                );
+                return None;
+            }
+            _ => {
+                self.errors
+                    .add("auth.type", "must be oauth2_client_credentials");
+                return None;
+            }
+        }
+        let before = self.errors.0.len();
+        for key in map.keys() {
+            if !["type", "token_url", "client_id", "client_secret", "scope"].contains(&key.as_str())
+            {
+                self.errors.add(
+                    format!("auth.{key}"),
+                    "unknown_field: oauth2_client_credentials has token_url, client_id, client_secret and scope",
+                );
+            }
+        }
+        let mut field = |name: &str, max: usize, spaces: bool, required: bool| match map.get(name) {
+            None | Some(serde_json::Value::Null) if !required => None,
+            Some(serde_json::Value::String(v)) => {
+                match endpoint::check_credential(v, max, spaces) {
+                    Ok(()) => Some(v.clone()),
+                    Err(issue) => {
+                        self.errors.add(format!("auth.{name}"), issue);
+                        None
+                    }
+                }
+            }
+            _ => {
+                self.errors
+                    .add(format!("auth.{name}"), "is required (a string)");
+                None
+            }
+        };
+        let client_id = field("client_id", endpoint::MAX_CLIENT_ID_LEN, false, true);
+        let client_secret = field(
+            "client_secret",
+            endpoint::MAX_CLIENT_SECRET_LEN,
+            false,
+            true,
+        );
+        let scope = field("scope", endpoint::MAX_SCOPE_LEN, true, false);
+        let token_url = match map.get("token_url").and_then(serde_json::Value::as_str) {
+            None => {
+                self.errors
+                    .add("auth.token_url", "is required: the token endpoint's URL");
+                None
+            }
+            Some(raw) => match url_safety::check_url(raw, deps.policy) {
+                Ok(u) => {
+                    match url_safety::check_resolution(
+                        &u,
+                        deps.policy,
+                        deps.lookup,
+                        RESOLVE_TIMEOUT,
+                    )
+                    .await
+                    {
+                        Ok(()) => Some(u),
+                        Err(UrlError::Unsafe(m) | UrlError::Invalid(m)) => {
+                            self.unsafe_url = Some(m);
+                            None
+                        }
+                    }
+                }
+                Err(UrlError::Invalid(issue)) => {
+                    self.errors.add("auth.token_url", issue);
+                    None
+                }
+                Err(UrlError::Unsafe(m)) => {
+                    self.unsafe_url = Some(m);
+                    None
+                }
+            },
+        };
+        if self.errors.0.len() > before {
+            return None;
+        }
+        let answered = json!({
+            "type": "oauth2_client_credentials",
+            "token_url": token_url?.as_str(),
+            "client_id": client_id?,
+            "scope": scope,
+        });
+        let sealed = deps
+            .secrets
+            .seal(client_secret?.as_bytes(), AAD_AUTH_SECRET);
+        Some((answered.to_string(), sealed))
     }
 
     /// Checks an attempt time limit; returns it in milliseconds.
@@ -516,7 +638,16 @@ pub async fn create_endpoint(
         destination,
         target: target.as_ref().map(|t| t.1.clone()),
         sealed_target_url: target.and_then(|t| t.2),
+        auth: None,
+        sealed_auth_secret: None,
     };
+    let mut controls = controls;
+    if let Some(a) = &input.auth {
+        if let Some((answered, sealed)) = check.auth(a, destination, deps).await {
+            controls.auth = Some(answered);
+            controls.sealed_auth_secret = Some(sealed);
+        }
+    }
     check.finish()?;
 
     let secret = signing::generate_secret();
@@ -607,6 +738,11 @@ pub async fn update_endpoint(
             .max_per_second
             .map(|n| n.and_then(|n| check.max_per_second(n))),
         target,
+        auth: match &input.auth {
+            None => None,
+            Some(None) => Some(None),
+            Some(Some(a)) => check.auth(a, destination, deps).await.map(Some),
+        },
     };
     check.finish()?;
 
@@ -661,6 +797,11 @@ fn update_effects(
     }
     if old.controls.filter != new.controls.filter {
         changed.push("filter");
+    }
+    if old.controls.auth != new.controls.auth
+        || old.controls.sealed_auth_secret != new.controls.sealed_auth_secret
+    {
+        changed.push("auth");
     }
     if old.controls.target != new.controls.target
         || old.controls.sealed_target_url != new.controls.sealed_target_url

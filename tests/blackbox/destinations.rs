@@ -19,6 +19,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 both_backends!(
     filters_choose_the_events_an_endpoint_receives,
+    recoveries_apply_the_endpoint_filter,
     malformed_filters_are_refused_naming_filter,
     overrides_are_validated_answered_and_changed_by_put,
     retry_delays_and_timeout_override_the_deployments,
@@ -29,6 +30,7 @@ both_backends!(
     an_unreachable_broker_is_retried_like_an_https_endpoint,
     nats_jetstream_endpoints_receive_acknowledged_signed_envelopes,
     rabbitmq_endpoints_receive_confirmed_signed_envelopes,
+    oauth2_client_credentials_tokens_are_cached_and_refreshed_once_after_a_401,
 );
 
 /// Creates an endpoint from a whole body; returns the answer (201 expected).
@@ -169,6 +171,53 @@ async fn filters_choose_the_events_an_endpoint_receives(backend: Backend) {
     // The other filters are untouched by the PUTs.
     assert_eq!(api.get_endpoint(&or).await["filter"], either);
     assert_eq!(ledger(or).await.len(), 2);
+}
+
+async fn recoveries_apply_the_endpoint_filter(backend: Backend) {
+    use crate::recovery::{at, recover, wait_recovery};
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env.start(&fast()).await;
+    let api = Api::new(&server, &seed.key);
+    let rx = Receiver::start().await;
+    let since = at(-1000);
+    // Disabled from the start: the events below are not written for it.
+    let e = create(
+        &server,
+        &seed.key,
+        json!({"url": rx.url("/later"), "events": ["message.sent"], "status": "disabled",
+               "filter": {"data.message.text.body": {"$in": ["keep 1", "keep 2"]}}}),
+    )
+    .await
+    .expect(201)
+    .body;
+    let uuid = e["uuid"].as_str().unwrap().to_owned();
+    for text in ["keep 1", "drop 1", "keep 2", "drop 2"] {
+        send(&server, &seed.key, "+4915123400005", text).await;
+    }
+    assert!(ledger_of(&server, &seed.key, &uuid).await.is_empty());
+    api.put(&uuid, json!({"status": "active"}))
+        .await
+        .expect(200);
+    let started = recover(&server, &seed.key, &uuid, json!({"since": since}))
+        .await
+        .expect(202)
+        .body;
+    let id = started["recovery_id"].as_str().unwrap().to_owned();
+    let done = wait_recovery(&server, &seed.key, &uuid, &id).await;
+    assert_eq!(done["events_matched"], 2, "{done:#}");
+    assert_eq!(done["deliveries_queued"], 2, "{done:#}");
+    rx.wait_for("/later", 2, WAIT).await;
+    assert_eq!(texts(&rx, "/later"), vec!["keep 1", "keep 2"]);
+    let ledger = ledger_of(&server, &seed.key, &uuid).await;
+    assert_eq!(
+        ledger.len(),
+        2,
+        "no delivery for the events the filter refuses"
+    );
+    for d in &ledger {
+        assert_eq!(d["trigger"], "recovery");
+    }
 }
 
 async fn malformed_filters_are_refused_naming_filter(backend: Backend) {
@@ -1160,4 +1209,156 @@ async fn rabbitmq_endpoints_receive_confirmed_signed_envelopes(backend: Backend)
             .await
             .unwrap();
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Authentication to HTTPS endpoints.
+
+type TokenCalls = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
+/// A local OAuth2 token endpoint: each call gets a new token `tok-N`, valid an hour; records
+/// each call's `Authorization` header and form body.
+async fn token_server() -> (String, TokenCalls) {
+    let calls: TokenCalls = Default::default();
+    let c = calls.clone();
+    let app = axum::Router::new().route(
+        "/token",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
+            let c = c.clone();
+            async move {
+                let n = {
+                    let mut calls = c.lock().unwrap();
+                    calls.push((
+                        headers
+                            .get("authorization")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned(),
+                        body,
+                    ));
+                    calls.len()
+                };
+                axum::Json(json!({"access_token": format!("tok-{n}"), "token_type": "Bearer", "expires_in": 3600}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/token"), calls)
+}
+
+async fn oauth2_client_credentials_tokens_are_cached_and_refreshed_once_after_a_401(
+    backend: Backend,
+) {
+    use base64::Engine as _;
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env.start(&fast()).await;
+    let api = Api::new(&server, &seed.key);
+    let rx = Receiver::start().await;
+    let (token_url, calls) = token_server().await;
+    let secret = format!("cs-{}", uuid::Uuid::new_v4().simple());
+    let auth = json!({"type": "oauth2_client_credentials", "token_url": token_url,
+                      "client_id": "sb-client", "client_secret": secret, "scope": "webhooks write"});
+
+    // Validation: every broken field named; mtls is not available in this version.
+    for (bad, field) in [
+        (
+            json!({"type": "mtls", "certificate": "x", "private_key": "y"}),
+            "auth.type",
+        ),
+        (json!({"type": "basic"}), "auth.type"),
+        (
+            json!({"type": "oauth2_client_credentials", "token_url": token_url, "client_id": "x"}),
+            "auth.client_secret",
+        ),
+        (
+            json!({"type": "oauth2_client_credentials", "token_url": "ftp://a.example.com",
+                   "client_id": "x", "client_secret": "y"}),
+            "auth.token_url",
+        ),
+    ] {
+        let r = create(
+            &server,
+            &seed.key,
+            json!({"url": rx.url("/x"), "events": ["*"], "auth": bad}),
+        )
+        .await
+        .expect_error(422, "validation_failed");
+        let fields: Vec<String> = field_issues(&r).into_iter().map(|f| f.0).collect();
+        assert_eq!(fields, vec![field], "{bad}");
+    }
+
+    let e = create(
+        &server,
+        &seed.key,
+        json!({"url": rx.url("/hook"), "events": ["message.sent"], "auth": auth}),
+    )
+    .await
+    .expect(201)
+    .body;
+    assert_eq!(e["auth"]["type"], "oauth2_client_credentials");
+    assert_eq!(e["auth"]["client_id"], "sb-client");
+    assert_eq!(e["auth"]["scope"], "webhooks write");
+    assert!(e["auth"].get("client_secret").is_none(), "never read back");
+    let uuid = e["uuid"].as_str().unwrap().to_owned();
+    let signing = e["signing_secret"].as_str().unwrap().to_owned();
+
+    // The first request's token is refused: a new token, and the request again at once.
+    rx.script("/hook", vec![Behaviour::Status(401)]);
+    let (first, _) = api.test(&uuid).await;
+    let d = finished(&api, &first).await;
+    assert_eq!(d["status"], "delivered", "{d:#}");
+    assert_eq!(d["attempts"], 1, "the repeat is part of the attempt");
+    let got = rx.requests("/hook");
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].header("authorization"), Some("Bearer tok-1"));
+    assert_eq!(got[1].header("authorization"), Some("Bearer tok-2"));
+    assert!(signed_by(&signing, &got[1]), "still signed");
+    {
+        let calls = calls.lock().unwrap();
+        assert_eq!(calls.len(), 2);
+        let basic = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("sb-client:{secret}"))
+        );
+        for (authorization, body) in calls.iter() {
+            assert_eq!(authorization, &basic);
+            assert!(body.contains("grant_type=client_credentials"), "{body}");
+            assert!(body.contains("scope=webhooks+write"), "{body}");
+        }
+    }
+    // Cached until it expires: the next delivery uses tok-2 without a token call.
+    let (second, _) = api.test(&uuid).await;
+    assert_eq!(finished(&api, &second).await["status"], "delivered");
+    let got = rx.requests("/hook");
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[2].header("authorization"), Some("Bearer tok-2"));
+    assert_eq!(calls.lock().unwrap().len(), 2);
+
+    // A second 401 is the attempt's outcome (a 401 is a permanent rejection).
+    rx.script(
+        "/hook",
+        vec![Behaviour::Status(401), Behaviour::Status(401)],
+    );
+    let (third, _) = api.test(&uuid).await;
+    let d = finished(&api, &third).await;
+    assert_eq!(d["status"], "failed", "{d:#}");
+    assert_eq!(d["attempt_log"][0]["response_status"], 401, "{d:#}");
+    let got = rx.requests("/hook");
+    assert_eq!(got.len(), 5);
+    assert_eq!(got[3].header("authorization"), Some("Bearer tok-2"));
+    assert_eq!(got[4].header("authorization"), Some("Bearer tok-3"));
+    assert_eq!(calls.lock().unwrap().len(), 3);
+
+    // PUT auth null removes it: no Authorization header any more.
+    let r = api.put(&uuid, json!({"auth": null})).await.expect(200);
+    assert_eq!(r.body["auth"], Value::Null);
+    let (fourth, _) = api.test(&uuid).await;
+    assert_eq!(finished(&api, &fourth).await["status"], "delivered");
+    let got = rx.requests("/hook");
+    assert_eq!(got.len(), 6);
+    assert_eq!(got[5].header("authorization"), None);
+    assert_not_in_clear(&env, &secret).await;
 }

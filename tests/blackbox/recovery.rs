@@ -111,19 +111,24 @@ pub(crate) fn event_id(r: &ReceivedRequest) -> String {
 }
 
 /// RFC 3339 of now plus `offset_ms` (negative: in the past).
-fn at(offset_ms: i64) -> String {
+pub(crate) fn at(offset_ms: i64) -> String {
     let t = chrono::Utc::now() + chrono::Duration::milliseconds(offset_ms);
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-async fn recover(server: &Server, key: &str, uuid: &str, body: Value) -> crate::support::Resp {
+pub(crate) async fn recover(
+    server: &Server,
+    key: &str,
+    uuid: &str,
+    body: Value,
+) -> crate::support::Resp {
     server
         .post(&format!("{ENDPOINTS}/{uuid}/recover"), key, &body)
         .await
 }
 
 /// Polls a recovery until it is `completed` (panics on `failed` or after the deadline).
-async fn wait_recovery(server: &Server, key: &str, uuid: &str, id: &str) -> Value {
+pub(crate) async fn wait_recovery(server: &Server, key: &str, uuid: &str, id: &str) -> Value {
     let end = tokio::time::Instant::now() + WAIT;
     loop {
         let r = server

@@ -7,3 +7,5 @@ pub const AAD_PROVIDER_CONFIG: &[u8] = b"channel.provider_config";
 pub const AAD_SIGNING_SECRET: &[u8] = b"webhook_endpoint.signing_secret";
 /// Associated data for a broker endpoint's target URL (it holds the broker's credentials).
 pub const AAD_TARGET_URL: &[u8] = b"webhook_endpoint.target_url";
+/// Associated data for an endpoint's authentication secret (an OAuth2 client secret).
+pub const AAD_AUTH_SECRET: &[u8] = b"webhook_endpoint.auth_secret";

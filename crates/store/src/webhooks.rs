@@ -61,6 +61,10 @@ pub struct EndpointControls {
     /// A broker endpoint's full target URL, sealed (`AAD_TARGET_URL`) when it holds
     /// credentials; never answered.
     pub sealed_target_url: Option<Vec<u8>>,
+    /// Authentication to an https endpoint as answered: JSON text without its secret.
+    pub auth: Option<String>,
+    /// The authentication's secret, sealed (`AAD_AUTH_SECRET`); never answered.
+    pub sealed_auth_secret: Option<Vec<u8>>,
 }
 
 impl EndpointControls {
@@ -87,6 +91,8 @@ pub struct ControlsPatch {
     pub max_per_second: Option<Option<i64>>,
     /// A broker endpoint's new target: (as answered, sealed full URL).
     pub target: Option<(String, Option<Vec<u8>>)>,
+    /// New authentication (as answered, sealed secret); `Some(None)` removes it.
+    pub auth: Option<Option<(String, Vec<u8>)>>,
 }
 
 impl ControlsPatch {
@@ -107,6 +113,14 @@ impl ControlsPatch {
             sealed_target_url: match self.target {
                 Some((_, sealed)) => sealed,
                 None => old.sealed_target_url.clone(),
+            },
+            auth: match &self.auth {
+                Some(a) => a.as_ref().map(|a| a.0.clone()),
+                None => old.auth.clone(),
+            },
+            sealed_auth_secret: match self.auth {
+                Some(a) => a.map(|a| a.1),
+                None => old.sealed_auth_secret.clone(),
             },
         }
     }

@@ -152,20 +152,47 @@ impl Dispatcher {
                 );
             }
         };
-        let mut req = self.client.post(url);
-        for (name, value) in &headers {
-            req = req.header(name.as_str(), value.as_str());
-        }
-        let req = req.body(body).timeout(timeout);
+        let build = |token: Option<&str>| {
+            let mut req = self.client.post(url.clone());
+            for (name, value) in &headers {
+                req = req.header(name.as_str(), value.as_str());
+            }
+            if let Some(token) = token {
+                req = req.bearer_auth(token);
+            }
+            req.body(body.clone()).timeout(timeout)
+        };
 
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut resp = match tokio::time::timeout_at(deadline, req.send()).await {
+        // OAuth2 client credentials: a cached token, or a new one within the time limit.
+        let token = match self.oauth_token(endpoint, false, deadline).await {
+            Ok(t) => t,
+            Err(failed) => return failed.signed(signed_with),
+        };
+        let mut resp = match tokio::time::timeout_at(deadline, build(token.as_deref()).send()).await
+        {
             Err(_) => return AttemptResult::timeout(timeout).signed(signed_with),
             Ok(Err(e)) => {
                 return AttemptResult::from_transport(&e, timeout).signed(signed_with);
             }
             Ok(Ok(r)) => r,
         };
+        // A 401 with a token: a new token once, and the request again at once with it; a
+        // second 401 is the attempt's outcome.
+        if token.is_some() && resp.status() == reqwest::StatusCode::UNAUTHORIZED {
+            drop(resp);
+            let fresh = match self.oauth_token(endpoint, true, deadline).await {
+                Ok(t) => t,
+                Err(failed) => return failed.signed(signed_with),
+            };
+            resp = match tokio::time::timeout_at(deadline, build(fresh.as_deref()).send()).await {
+                Err(_) => return AttemptResult::timeout(timeout).signed(signed_with),
+                Ok(Err(e)) => {
+                    return AttemptResult::from_transport(&e, timeout).signed(signed_with);
+                }
+                Ok(Ok(r)) => r,
+            };
+        }
         let status = resp.status();
         let retry_after = if retry::honours_retry_after(status.as_u16()) {
             resp.headers()
@@ -229,7 +256,10 @@ impl Dispatcher {
 
 /// Reads a body into `buf` to its end or to [`READ_LIMIT`] bytes, whichever comes first; an
 /// error when the body stops short (the connection closed, or the client's time limit).
-async fn read_capped(resp: &mut reqwest::Response, buf: &mut Vec<u8>) -> reqwest::Result<()> {
+pub(super) async fn read_capped(
+    resp: &mut reqwest::Response,
+    buf: &mut Vec<u8>,
+) -> reqwest::Result<()> {
     while buf.len() < READ_LIMIT {
         match resp.chunk().await? {
             Some(chunk) => {
@@ -310,7 +340,7 @@ impl AttemptResult {
         )
     }
 
-    fn from_transport(e: &reqwest::Error, limit: Duration) -> Self {
+    pub(super) fn from_transport(e: &reqwest::Error, limit: Duration) -> Self {
         let (code, message) = classify_transport(e);
         if code == "timeout" {
             return Self::timeout(limit);

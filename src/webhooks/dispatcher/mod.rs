@@ -37,6 +37,7 @@
 
 mod attempt;
 mod brokers;
+mod oauth;
 mod recording;
 
 use recording::{ToRecord, outcome_label};
@@ -144,6 +145,8 @@ pub struct Dispatcher {
     throttle: Throttle,
     /// Open connections to broker destinations, by target URL.
     brokers: brokers::Connections,
+    /// OAuth2 access tokens of endpoints, until they expire.
+    tokens: oauth::Tokens,
 }
 
 impl Dispatcher {
@@ -189,6 +192,7 @@ impl Dispatcher {
             attempts: TaskTracker::new(),
             hard_stop: CancellationToken::new(),
             brokers: brokers::Connections::default(),
+            tokens: oauth::Tokens::default(),
             throttle: match redis {
                 Some(r) => Throttle::shared(r),
                 None => Throttle::local(),

@@ -190,6 +190,28 @@ pub fn throttle_interval_us(max_per_second: u32) -> i64 {
     1_000_000 * 105 / 100 / rate
 }
 
+/// The types of `auth` on an https endpoint.
+pub const AUTH_TYPES: &[&str] = &["oauth2_client_credentials", "mtls"];
+/// The longest OAuth2 client id, client secret and scope.
+pub const MAX_CLIENT_ID_LEN: usize = 255;
+pub const MAX_CLIENT_SECRET_LEN: usize = 1000;
+pub const MAX_SCOPE_LEN: usize = 1000;
+
+/// Checks an OAuth2 credential or scope: 1 to `max` visible ASCII characters (a scope may
+/// hold inner spaces).
+pub fn check_credential(value: &str, max: usize, spaces: bool) -> Result<(), String> {
+    if value.is_empty() || value.len() > max {
+        return Err(format!("must be 1 to {max} characters"));
+    }
+    let ok = value
+        .bytes()
+        .all(|b| (0x21..=0x7e).contains(&b) || (spaces && b == b' '));
+    if !ok || value.starts_with(' ') || value.ends_with(' ') {
+        return Err("must be visible ASCII characters".into());
+    }
+    Ok(())
+}
+
 /// Header names an endpoint may not set (compared in lower case).
 const FORBIDDEN_HEADERS: &[&str] = &[
     "authorization",
@@ -397,6 +419,17 @@ mod tests {
             let fit = 1_000_000 / step + 1;
             assert!(fit <= i64::from(rate), "{rate}/s: {fit} in a second");
         }
+    }
+
+    #[test]
+    fn credentials() {
+        assert!(check_credential("client-1", MAX_CLIENT_ID_LEN, false).is_ok());
+        assert!(check_credential("read write", MAX_SCOPE_LEN, true).is_ok());
+        assert!(check_credential("read write", MAX_CLIENT_ID_LEN, false).is_err());
+        assert!(check_credential("", MAX_CLIENT_ID_LEN, false).is_err());
+        assert!(check_credential(" x", MAX_SCOPE_LEN, true).is_err());
+        assert!(check_credential("é", MAX_SCOPE_LEN, true).is_err());
+        assert!(check_credential(&"x".repeat(256), MAX_CLIENT_ID_LEN, false).is_err());
     }
 
     #[test]

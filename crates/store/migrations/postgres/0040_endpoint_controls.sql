@@ -17,3 +17,8 @@ ALTER TABLE webhook_endpoints ADD COLUMN max_per_second BIGINT;
 ALTER TABLE webhook_endpoints ADD COLUMN destination TEXT NOT NULL DEFAULT 'https';
 ALTER TABLE webhook_endpoints ADD COLUMN target TEXT;
 ALTER TABLE webhook_endpoints ADD COLUMN target_secret BYTEA;
+
+-- Authentication to an https endpoint: its public part as answered (JSON text: type, token_url,
+-- client_id, scope) and its secret (the OAuth2 client secret) sealed under the master key.
+ALTER TABLE webhook_endpoints ADD COLUMN auth TEXT;
+ALTER TABLE webhook_endpoints ADD COLUMN auth_secret BYTEA;

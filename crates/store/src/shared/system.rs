@@ -29,6 +29,12 @@ const SEALED_COLUMNS: &[(&str, &str, &str, &[u8])] = &[
         switchboard_domain::sealed::AAD_TARGET_URL,
     ),
     (
+        "webhook_endpoints",
+        "id",
+        "auth_secret",
+        switchboard_domain::sealed::AAD_AUTH_SECRET,
+    ),
+    (
         "webhook_endpoint_secrets",
         "id",
         "signing_secret",

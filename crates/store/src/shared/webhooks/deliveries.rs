@@ -84,6 +84,8 @@ struct ClaimRow {
     ep_destination: Option<String>,
     ep_target: Option<String>,
     ep_target_secret: Option<Vec<u8>>,
+    ep_auth: Option<String>,
+    ep_auth_secret: Option<Vec<u8>>,
     envelope: Option<String>,
     sequence: Option<i64>,
     event_trace: Option<String>,
@@ -463,7 +465,8 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
                     ep.signing_secret AS ep_secret, ep.status AS ep_status, ep.deleted_at AS ep_deleted_at,
                     ep.legacy AS ep_legacy, ep.timeout_ms AS ep_timeout_ms, ep.retry_delays_ms AS ep_retry_delays_ms,
                     ep.max_per_second AS ep_max_per_second, ep.destination AS ep_destination, ep.target AS ep_target,
-                    ep.target_secret AS ep_target_secret, ev.envelope, d.sequence, ev.trace AS event_trace
+                    ep.target_secret AS ep_target_secret, ep.auth AS ep_auth, ep.auth_secret AS ep_auth_secret,
+                    ev.envelope, d.sequence, ev.trace AS event_trace
              FROM webhook_deliveries d
              JOIN events ev ON ev.id = d.event_id
              LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
@@ -540,6 +543,8 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
                             .unwrap_or_default(),
                         target: r.ep_target,
                         sealed_target_url: r.ep_target_secret,
+                        auth: r.ep_auth,
+                        sealed_auth_secret: r.ep_auth_secret,
                     },
                 }),
                 _ => None,

@@ -23,7 +23,8 @@ macro_rules! select_endpoints {
         concat!(
             "SELECT id, uuid, org_id, name, url, events, headers, signing_secret, status, disabled_reason,
                     disabled_at, consecutive_failures, created_at, updated_at, legacy, ordering, filter,
-                    timeout_ms, retry_delays_ms, max_per_second, destination, target, target_secret
+                    timeout_ms, retry_delays_ms, max_per_second, destination, target, target_secret,
+                    auth, auth_secret
              FROM webhook_endpoints ",
             $rest
         )
@@ -55,6 +56,8 @@ struct EndpointRow {
     destination: String,
     target: Option<String>,
     target_secret: Option<Vec<u8>>,
+    auth: Option<String>,
+    auth_secret: Option<Vec<u8>>,
 }
 
 /// The retry delays as stored: a JSON array of milliseconds.
@@ -101,6 +104,8 @@ impl TryFrom<EndpointRow> for EndpointRecord {
                 })?,
                 target: r.target,
                 sealed_target_url: r.target_secret,
+                auth: r.auth,
+                sealed_auth_secret: r.auth_secret,
             },
         })
     }
@@ -167,8 +172,9 @@ impl EndpointStore for Backend {
             "INSERT INTO webhook_endpoints (uuid, org_id, name, url, events, headers, signing_secret, status,
                                             disabled_reason, disabled_at, consecutive_failures, created_at, updated_at,
                                             legacy, ordering, filter, timeout_ms, retry_delays_ms, max_per_second,
-                                            destination, target, target_secret)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
+                                            destination, target, target_secret, auth, auth_secret)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+                     $22, $23)",
         )
         .bind(new.uuid)
         .bind(new.org_id)
@@ -191,6 +197,8 @@ impl EndpointStore for Backend {
         .bind(new.controls.destination.as_str())
         .bind(&new.controls.target)
         .bind(&new.controls.sealed_target_url)
+        .bind(&new.controls.auth)
+        .bind(&new.controls.sealed_auth_secret)
         .execute(&mut *tx)
         .await?;
         let record = fetch_endpoint(&mut tx, new.org_id, new.uuid).await?;
@@ -334,8 +342,8 @@ impl EndpointStore for Backend {
             "UPDATE webhook_endpoints SET name = $1, url = $2, events = $3, headers = $4, signing_secret = $5,
                     status = $6, disabled_reason = $7, disabled_at = $8, consecutive_failures = $9, updated_at = $10,
                     ordering = $11, filter = $12, timeout_ms = $13, retry_delays_ms = $14, max_per_second = $15,
-                    target = $16, target_secret = $17
-             WHERE id = $18",
+                    target = $16, target_secret = $17, auth = $18, auth_secret = $19
+             WHERE id = $20",
         )
         .bind(&name)
         .bind(&url)
@@ -354,6 +362,8 @@ impl EndpointStore for Backend {
         .bind(new_controls.max_per_second)
         .bind(&new_controls.target)
         .bind(&new_controls.sealed_target_url)
+        .bind(&new_controls.auth)
+        .bind(&new_controls.sealed_auth_secret)
         .bind(old.id)
         .execute(&mut *tx)
         .await?;
