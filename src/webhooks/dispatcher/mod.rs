@@ -39,10 +39,13 @@ mod attempt;
 mod brokers;
 mod oauth;
 mod recording;
+mod slots;
+mod throttling;
 
 use recording::{ToRecord, outcome_label};
+use slots::{Slots, endpoint_key};
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -63,7 +66,6 @@ use switchboard_store::webhooks::{
 use super::throttle::Throttle;
 use super::url_safety::Policy;
 use crate::shared_redis::SharedRedis;
-use switchboard_domain::pacing::Pace;
 use switchboard_domain::webhooks::delivery;
 use switchboard_domain::webhooks::retry::{self, StatusClass};
 use switchboard_domain::webhooks::signing;
@@ -435,70 +437,6 @@ impl Dispatcher {
         }
     }
 
-    /// Waits for the delivery's slot in its endpoint's throttle (`max_per_second`), as long as
-    /// its lease still covers the attempt after the wait. `false`: no slot within that time
-    /// (the endpoint is then not claimed until it has one) or the hard stop came; the
-    /// delivery is to be handed back.
-    async fn wait_for_throttle(&self, d: &ClaimedDelivery, hard_stop: &CancellationToken) -> bool {
-        let Some(endpoint) = d.endpoint.as_ref() else {
-            return true;
-        };
-        let Some(rate) = endpoint
-            .controls
-            .max_per_second
-            .and_then(|n| u32::try_from(n).ok())
-        else {
-            return true;
-        };
-        loop {
-            let now = self.clock.now();
-            let latest = d
-                .lease_until
-                .saturating_sub(self.timeout_of(d) + START_MARGIN);
-            let bound = if latest > now {
-                latest.since(now)
-            } else {
-                Duration::ZERO
-            };
-            match self.throttle.reserve(endpoint.uuid, rate, bound).await {
-                Pace::Go { wait_us } => {
-                    let slot_at =
-                        tokio::time::Instant::now() + Duration::from_micros(wait_us.unsigned_abs());
-                    if wait_us > 0 {
-                        metrics::counter!("switchboard_webhook_throttle_waits_total").increment(1);
-                        tokio::select! {
-                            _ = tokio::time::sleep_until(slot_at) => {}
-                            _ = hard_stop.cancelled() => return false,
-                        }
-                    }
-                    // Woken late (a busy machine), the attempt would come closer to the ones
-                    // after it than the rate allows: it takes a new slot instead.
-                    if tokio::time::Instant::now().duration_since(slot_at) <= THROTTLE_LATE {
-                        return true;
-                    }
-                    metrics::counter!("switchboard_webhook_throttle_late_total").increment(1);
-                }
-                Pace::Later { after_us } => {
-                    metrics::counter!("switchboard_webhook_throttle_handed_back_total")
-                        .increment(1);
-                    self.slots.lock().unwrap().throttled.insert(
-                        endpoint.id,
-                        Instant::now() + Duration::from_micros(after_us.unsigned_abs()),
-                    );
-                    return false;
-                }
-            }
-        }
-    }
-
-    /// The time limit of a delivery's attempt: its endpoint's own, or the deployment's.
-    fn timeout_of(&self, d: &ClaimedDelivery) -> Duration {
-        d.endpoint
-            .as_ref()
-            .and_then(|e| e.controls.timeout())
-            .unwrap_or(self.timeout)
-    }
-
     async fn until_next_due(&self) -> Duration {
         match self.store.next_delivery_due().await {
             Ok(Some(t)) => {
@@ -673,45 +611,6 @@ impl Dispatcher {
         };
         self.record(outcome, &d).await;
     }
-}
-
-/// The deliveries an instance holds, by endpoint (0: no endpoint).
-#[derive(Default)]
-struct Slots {
-    /// Claimed and not over yet (waiting or in flight): the claims' per-endpoint room.
-    held: HashMap<i64, usize>,
-    /// In flight.
-    running: HashMap<i64, usize>,
-    /// Claimed, waiting for a slot, in claim order.
-    waiting: VecDeque<ClaimedDelivery>,
-    /// When each endpoint last answered an attempt within [`QUICK`].
-    quick: HashMap<i64, Instant>,
-    /// Cleared at shutdown: nothing waiting starts any more.
-    open: bool,
-    /// Endpoints whose throttle had no slot within a lease, until when (not claimed till then).
-    throttled: HashMap<i64, Instant>,
-}
-
-impl Slots {
-    /// A delivery of endpoint `key` is over (or handed back): `running` if it was in flight.
-    fn release(&mut self, key: i64, running: bool) {
-        fn decrement(map: &mut HashMap<i64, usize>, key: i64) {
-            if let Some(n) = map.get_mut(&key) {
-                *n -= 1;
-                if *n == 0 {
-                    map.remove(&key);
-                }
-            }
-        }
-        decrement(&mut self.held, key);
-        if running {
-            decrement(&mut self.running, key);
-        }
-    }
-}
-
-fn endpoint_key(d: &ClaimedDelivery) -> i64 {
-    d.endpoint.as_ref().map(|e| e.id).unwrap_or(0)
 }
 
 pub use attempt::{excerpt, http_client};
