@@ -205,8 +205,22 @@ mod tests {
                 assert!(schemas[target].is_object(), "{target} is not a component");
             }
         }
+        // MessageOut has `type` and every member as its own properties, and names MessageKind.
         let parts = schemas["MessageOut"]["allOf"].as_array().unwrap();
-        assert!(parts.contains(&serde_json::json!({"$ref": "#/components/schemas/MessageKind"})));
+        let own = parts
+            .iter()
+            .find_map(|p| p["properties"].as_object())
+            .unwrap();
+        for t in switchboard_domain::message::MessageType::ALL {
+            assert!(own.contains_key(t.as_str()), "MessageOut lacks {t}");
+        }
+        assert!(own.contains_key("type"));
+        assert!(
+            schemas["MessageOut"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("MessageKind")
+        );
         // The flattened inbound context (null for outbound messages).
         assert!(
             serde_json::json!(parts)

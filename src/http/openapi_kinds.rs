@@ -1,7 +1,7 @@
 //! The message kinds in the OpenAPI document (CONVENTIONS "Every kind of message, in and
 //! out"): `MessageKind`, a `oneOf` with the discriminator `type`, one object per kind with
 //! `type` and the member named after it; `MessageOut` (the API's message, and `message` in
-//! every `message.*` event's data) is one of them.
+//! every `message.*` event's data) carries `type` and the members.
 
 use serde_json::{Map, Value, json};
 
@@ -83,12 +83,12 @@ pub fn add_to(doc: &mut Value) {
         return;
     };
     components.extend(schemas);
-    // (`MessageOut` is an `allOf` already: its own properties and the flattened inbound context.)
+    // `MessageOut` has `type` and every member as properties of its own (the one `type` names
+    // is present): it points at `MessageKind` rather than being an `allOf` of it, which client
+    // generators cannot take (an `allOf` of a `oneOf`).
     if let Some(message) = components.get_mut("MessageOut") {
-        let kind = json!({"$ref": "#/components/schemas/MessageKind"});
-        match message.get_mut("allOf").and_then(Value::as_array_mut) {
-            Some(all) => all.push(kind),
-            None => message["allOf"] = json!([kind]),
-        }
+        message["description"] = json!(
+            "A message: `type` and the member named after it (see `MessageKind`, a `oneOf` with the discriminator `type`), with its channel, contact, status and, inbound, its context."
+        );
     }
 }
