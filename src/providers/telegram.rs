@@ -191,10 +191,27 @@ pub fn request(chat_id: &str, content: &Content) -> Result<(&'static str, Value)
                 "Telegram channels have no provider templates.".into(),
             ));
         }
-        Content::Reaction(_) => {
-            return Err(ProviderError::Unsupported(
-                "Telegram channels do not send reactions yet.".into(),
-            ));
+        // `setMessageReaction` on the message reacted to (our provider id is `chat:message`);
+        // an empty emoji removes the reaction (an empty list).
+        Content::Reaction(r) => {
+            let message_id = r
+                .provider_message_id
+                .rsplit(':')
+                .next()
+                .and_then(|id| id.parse::<i64>().ok())
+                .ok_or_else(|| {
+                    ProviderError::Unsupported(
+                        "The message reacted to has no Telegram message id.".into(),
+                    )
+                })?;
+            let reaction = match r.emoji.as_deref().filter(|e| !e.is_empty()) {
+                Some(emoji) => json!([{ "type": "emoji", "emoji": emoji }]),
+                None => json!([]),
+            };
+            (
+                "setMessageReaction",
+                json!({ "chat_id": chat_id, "message_id": message_id, "reaction": reaction }),
+            )
         }
         // A venue when it has a name and an address (Telegram needs both), else a location.
         Content::Location(l) => match (&l.name, &l.address) {
@@ -230,6 +247,35 @@ pub fn request(chat_id: &str, content: &Content) -> Result<(&'static str, Value)
             ("sendContact", body)
         }
     })
+}
+
+/// Classifies the answer to `setMessageReaction` (`{"ok": true, "result": true}`: a reaction
+/// is no message of its own at Telegram). The reaction's provider id is the message reacted to
+/// and a unique suffix, so that every reaction is a message of its own here.
+pub fn read_reaction_answer(
+    chat_id: &str,
+    request: &Value,
+    status: u16,
+    body: &[u8],
+) -> Result<Accepted, ProviderError> {
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    let ok = parsed
+        .as_ref()
+        .and_then(|v| v.get("ok"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    if (200..300).contains(&status) && ok {
+        return Ok(Accepted {
+            provider_message_id: format!(
+                "{chat_id}:{}:reaction:{}",
+                request["message_id"],
+                uuid::Uuid::new_v4().simple()
+            ),
+            status: MessageStatus::Sent,
+        });
+    }
+    // Any other answer is classified as a send's would be.
+    read_send_answer(chat_id, status, body)
 }
 
 /// Classifies a Bot API answer.
@@ -289,6 +335,7 @@ impl Provider for Telegram {
             MessageType::Text
                 | MessageType::Interactive
                 | MessageType::Media
+                | MessageType::Reaction
                 | MessageType::Location
                 | MessageType::Contacts
         )
@@ -377,6 +424,9 @@ impl Provider for Telegram {
         let answer = read_answer(resp)
             .await
             .map_err(ProviderError::Unavailable)?;
+        if method == "setMessageReaction" {
+            return read_reaction_answer(chat_id, &body, status, &answer);
+        }
         read_send_answer(chat_id, status, &answer)
     }
 
@@ -597,6 +647,44 @@ mod tests {
         assert_eq!(
             b,
             json!({"chat_id": 42, "phone_number": "+4915123456789", "first_name": "Ann", "last_name": "Lee"})
+        );
+    }
+
+    #[test]
+    fn reactions_are_set_on_the_message_and_get_ids_of_their_own() {
+        use switchboard_domain::message::ReactionMember;
+        let reaction = |emoji: Option<&str>| {
+            Content::Reaction(ReactionMember {
+                emoji: emoji.map(str::to_owned),
+                message_uuid: None,
+                provider_message_id: "42:7".into(),
+            })
+        };
+        let (m, b) = request("42", &reaction(Some("👍"))).unwrap();
+        assert_eq!(m, "setMessageReaction");
+        assert_eq!(
+            b,
+            json!({"chat_id": 42, "message_id": 7, "reaction": [{"type": "emoji", "emoji": "👍"}]})
+        );
+        assert_eq!(
+            request("42", &reaction(Some(""))).unwrap().1["reaction"],
+            json!([])
+        );
+        assert_eq!(
+            request("42", &reaction(None)).unwrap().1["reaction"],
+            json!([])
+        );
+        let ok = br#"{"ok": true, "result": true}"#;
+        let a = read_reaction_answer("42", &b, 200, ok).unwrap();
+        let b2 = read_reaction_answer("42", &b, 200, ok).unwrap();
+        assert!(a.provider_message_id.starts_with("42:7:reaction:"));
+        assert_ne!(
+            a.provider_message_id, b2.provider_message_id,
+            "one id per reaction"
+        );
+        assert!(
+            read_reaction_answer("42", &b, 400, br#"{"ok": false, "error_code": 400, "description": "Bad Request: REACTION_INVALID"}"#)
+                .is_err()
         );
     }
 

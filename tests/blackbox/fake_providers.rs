@@ -724,6 +724,7 @@ fn telegram_router(inner: Arc<Inner>) -> Router {
             "sendSticker" => "sticker",
             "sendLocation" | "sendVenue" => "latitude",
             "sendContact" => "phone_number",
+            "setMessageReaction" => "message_id",
             _ => return telegram_error(404, 404, "Not Found: method not found"),
         };
         let extra: &[&str] = match method.as_str() {
@@ -736,6 +737,29 @@ fn telegram_router(inner: Arc<Inner>) -> Router {
             if value[*k].is_null() || value[*k] == "" {
                 return telegram_error(400, 400, &format!("Bad Request: {k} is empty"));
             }
+        }
+        if required == "message_id" {
+            // setMessageReaction: a message id and a list of at most one emoji reaction.
+            let reaction = value["reaction"].as_array();
+            if !value["message_id"].is_i64()
+                || reaction.is_none_or(|r| r.len() > 1)
+                || reaction.is_some_and(|r| r.iter().any(|x| x["type"] != "emoji"))
+            {
+                return telegram_error(400, 400, "Bad Request: REACTION_INVALID");
+            }
+            return match behaviour {
+                Behaviour::Accept | Behaviour::Hold => {
+                    json_response(200, json!({ "ok": true, "result": true }))
+                }
+                Behaviour::Unavailable => telegram_error(502, 502, "Bad Gateway"),
+                Behaviour::Reject {
+                    status,
+                    code,
+                    message,
+                    ..
+                } => telegram_error(status, code, &message),
+                Behaviour::Malformed => (StatusCode::OK, "not json").into_response(),
+            };
         }
         if required == "latitude" {
             if !value["latitude"].is_number() {

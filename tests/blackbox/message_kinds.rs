@@ -1151,7 +1151,8 @@ async fn message_kinds_outbound_reaction_location_contacts(backend: Backend) {
     );
     assert_eq!(sent[3]["contacts"], card);
 
-    // Telegram: a reaction is not sent (422 before any call); a venue and a contact are.
+    // Telegram: a reaction (setMessageReaction on the message, removed with an empty emoji), a
+    // venue and a contact.
     let tg_update_body = json!({"update_id": 1, "message": {"message_id": 3, "date": now,
         "chat": {"id": 4242, "type": "private"}, "from": {"id": 4242, "first_name": "Grace"}, "text": "hey"}});
     tg_update(&server, &tg_uuid, &tg_update_body)
@@ -1167,22 +1168,45 @@ async fn message_kinds_outbound_reaction_location_contacts(backend: Backend) {
         b
     };
     let calls_before = bot.received().await.len();
-    let r = send_body(
+    let reacted = send_body(
         &server,
         &seed,
         tg_to(json!({"reaction": {"message_uuid": tg_msg["uuid"], "emoji": "👍"}})),
     )
     .await
-    .expect_error(422, "unsupported_for_channel");
-    assert!(
-        r.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("telegram"),
+    .expect(201);
+    assert_eq!(
+        reacted.body["message"]["type"], "reaction",
         "{}",
-        r.text
+        reacted.text
     );
-    assert_eq!(bot.received().await.len(), calls_before);
+    assert_eq!(
+        reacted.body["message"]["reaction"]["message_uuid"], tg_msg["uuid"],
+        "{}",
+        reacted.text
+    );
+    send_body(
+        &server,
+        &seed,
+        tg_to(json!({"reaction": {"message_uuid": tg_msg["uuid"], "emoji": ""}})),
+    )
+    .await
+    .expect(201);
+    let reactions: Vec<_> = bot.received().await[calls_before..].to_vec();
+    assert!(
+        reactions[0].path.ends_with("/setMessageReaction"),
+        "{}",
+        reactions[0].path
+    );
+    assert_eq!(
+        (
+            &reactions[0].body["message_id"],
+            &reactions[0].body["reaction"]
+        ),
+        (&json!(3), &json!([{"type": "emoji", "emoji": "👍"}]))
+    );
+    assert_eq!(reactions[1].body["reaction"], json!([]));
+    let calls_before = bot.received().await.len();
     send_body(
         &server,
         &seed,
