@@ -213,6 +213,7 @@ impl CampaignWorker {
                 consent: Some(c.recipient.consent.clone()),
             },
             rules: self.config.consent_rules(),
+            reply_to: None,
         };
         let completion = CatalogCompletion {
             token,

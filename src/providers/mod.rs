@@ -166,7 +166,7 @@ pub struct ParsedStatus {
     pub provider_message_id: String,
     pub status: MessageStatus,
     pub error: Option<Value>,
-    /// The reference the send carried, echoed ([`Provider::send_referenced`]).
+    /// The reference the send carried, echoed ([`Outgoing::reference`]).
     pub reference: Option<String>,
     /// WhatsApp's `pricing`: `{"billable", "category", "pricing_model"}`.
     pub pricing: Option<Value>,
@@ -174,8 +174,31 @@ pub struct ParsedStatus {
     pub provider_conversation: Option<Value>,
 }
 
+/// One message to send: its content and what goes with it.
+#[derive(Clone, Copy, Debug)]
+pub struct Outgoing<'a> {
+    pub content: &'a Content,
+    /// The provider id of the message this one replies to (WhatsApp `context.message_id`,
+    /// Telegram `reply_parameters`).
+    pub reply_to: Option<&'a str>,
+    /// Our reference of the message (its uuid), for providers that echo it in their status
+    /// callbacks ([`echoes_send_reference`]: WhatsApp Cloud's `biz_opaque_callback_data`).
+    pub reference: Option<&'a str>,
+}
+
+impl<'a> Outgoing<'a> {
+    /// Content alone: no reply, no reference.
+    pub fn of(content: &'a Content) -> Outgoing<'a> {
+        Outgoing {
+            content,
+            reply_to: None,
+            reference: None,
+        }
+    }
+}
+
 /// Whether the channel type's status callbacks echo the reference a send carried
-/// ([`Provider::send_referenced`]), so that a send whose outcome was lost (the instance stopped
+/// ([`Outgoing::reference`]), so that a send whose outcome was lost (the instance stopped
 /// during the call) is learnt from the provider's callback. WhatsApp Cloud does
 /// (`biz_opaque_callback_data`); Telegram's Bot API has no status callbacks; the sandbox
 /// answers at once.
@@ -257,19 +280,7 @@ pub trait Provider: Send + Sync {
     }
 
     /// Sends a message. Never called inside a database transaction.
-    async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError>;
-
-    /// [`Provider::send`] with our reference of the message (its uuid), for providers that
-    /// echo it in their status callbacks ([`echoes_send_reference`]: WhatsApp Cloud's
-    /// `biz_opaque_callback_data`); the others send as usual.
-    async fn send_referenced(
-        &self,
-        to: &Contact,
-        content: &Content,
-        _reference: &str,
-    ) -> Result<Accepted, ProviderError> {
-        self.send(to, content).await
-    }
+    async fn send(&self, to: &Contact, out: &Outgoing<'_>) -> Result<Accepted, ProviderError>;
 
     /// Whether media sends on this channel go by an upload: the service fetches the file,
     /// checks it and hands it to [`Provider::upload_media`] (WhatsApp Cloud), instead of
@@ -503,7 +514,7 @@ impl Provider for LeadIngestion {
         Err("lead-ingestion channels cannot send messages".into())
     }
 
-    async fn send(&self, _: &Contact, _: &Content) -> Result<Accepted, ProviderError> {
+    async fn send(&self, _: &Contact, _: &Outgoing<'_>) -> Result<Accepted, ProviderError> {
         Err(ProviderError::Unsupported(
             "Lead-ingestion channels cannot send messages.".into(),
         ))

@@ -4,10 +4,10 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::{Accepted, Provider, ProviderError};
+use super::{Accepted, Outgoing, Provider, ProviderError};
 use switchboard_domain::channel::ChannelType;
 use switchboard_domain::contact::Contact;
-use switchboard_domain::message::{Content, MessageStatus, MessageType};
+use switchboard_domain::message::{MessageStatus, MessageType};
 
 pub struct Sandbox;
 
@@ -30,7 +30,7 @@ impl Provider for Sandbox {
         Ok(())
     }
 
-    async fn send(&self, _: &Contact, _: &Content) -> Result<Accepted, ProviderError> {
+    async fn send(&self, _: &Contact, _: &Outgoing<'_>) -> Result<Accepted, ProviderError> {
         Ok(Accepted {
             provider_message_id: generate_id(),
             status: MessageStatus::Sent,

@@ -17,8 +17,9 @@ use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::{
-    Accepted, InboundError, ParsedCallback, ParsedChange, ParsedInbound, Provider, ProviderError,
-    describe_reqwest, read_answer, secrets_equal, strip_nul, telegram_kinds, unix_seconds,
+    Accepted, InboundError, Outgoing, ParsedCallback, ParsedChange, ParsedInbound, Provider,
+    ProviderError, describe_reqwest, read_answer, secrets_equal, strip_nul, telegram_kinds,
+    unix_seconds,
 };
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::channel::ChannelType;
@@ -402,7 +403,9 @@ impl Provider for Telegram {
         }
     }
 
-    async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError> {
+    /// The Bot API method of the content; a reply carries `reply_parameters` with the
+    /// replied-to message's id in the chat (sent without the quote when that message is gone).
+    async fn send(&self, to: &Contact, out: &Outgoing<'_>) -> Result<Accepted, ProviderError> {
         let Some(token) = &self.config.bot_token else {
             return Err(ProviderError::NotConfigured(
                 "The channel's provider configuration lacks bot_token.".into(),
@@ -411,7 +414,13 @@ impl Provider for Telegram {
         let chat_id = to.telegram_chat_id.as_deref().ok_or_else(|| {
             ProviderError::Unsupported("The contact has no Telegram chat.".into())
         })?;
-        let (method, body) = request(chat_id, content)?;
+        let (method, mut body) = request(chat_id, out.content)?;
+        if let (Some(reply_to), false) = (out.reply_to, method == "setMessageReaction") {
+            body["reply_parameters"] = json!({
+                "message_id": message_id_in_chat(reply_to)?,
+                "allow_sending_without_reply": true,
+            });
+        }
         let resp = self
             .http
             .post(self.method_url(token, method)?)
@@ -454,6 +463,18 @@ impl Provider for Telegram {
     fn parse_callback(&self, body: &[u8]) -> Result<ParsedCallback, InboundError> {
         parse_update(body)
     }
+}
+
+/// The message id within its chat of one of our Telegram provider ids (`chat:message_id`).
+fn message_id_in_chat(provider_message_id: &str) -> Result<i64, ProviderError> {
+    provider_message_id
+        .split_once(':')
+        .and_then(|(_, id)| id.parse().ok())
+        .ok_or_else(|| {
+            ProviderError::Unsupported(
+                "The message replied to has no Telegram message id in its chat.".into(),
+            )
+        })
 }
 
 fn id_text(v: Option<&Value>) -> Option<String> {

@@ -25,14 +25,14 @@ use sha2::Sha256;
 
 pub use super::whatsapp_kinds::payload;
 use super::{
-    Accepted, InboundError, ParsedCallback, ParsedInbound, ParsedStatus, ParsedTemplateStatus,
-    Provider, ProviderError, describe_reqwest, read_answer, secrets_equal, strip_nul, unix_seconds,
-    whatsapp_kinds,
+    Accepted, InboundError, Outgoing, ParsedCallback, ParsedInbound, ParsedStatus,
+    ParsedTemplateStatus, Provider, ProviderError, describe_reqwest, read_answer, secrets_equal,
+    strip_nul, unix_seconds, whatsapp_kinds,
 };
 use switchboard_domain::channel::ChannelType;
 use switchboard_domain::contact::InboundSender;
 use switchboard_domain::contact::{Contact, clean_profile_name};
-use switchboard_domain::message::{Content, MessageStatus, MessageType, parse_reported_status};
+use switchboard_domain::message::{MessageStatus, MessageType, parse_reported_status};
 use switchboard_domain::pacing::{DEFAULT_MAX_PER_SECOND, MAX_MAX_PER_SECOND};
 use switchboard_domain::phone::Phone;
 use switchboard_domain::template::status_of_provider_event;
@@ -120,28 +120,6 @@ impl WhatsappCloud {
 
     fn messages_url(&self, phone_number_id: &str) -> Result<url::Url, ProviderError> {
         self.graph_url(&[phone_number_id, "messages"])
-    }
-
-    /// `POST /{phone_number_id}/messages`, with `biz_opaque_callback_data` when a reference is
-    /// given.
-    async fn send_with(
-        &self,
-        to: &Contact,
-        content: &Content,
-        reference: Option<&str>,
-    ) -> Result<Accepted, ProviderError> {
-        let (phone_number_id, token) = self.sender()?;
-        let phone = to
-            .phone
-            .as_ref()
-            .ok_or_else(|| ProviderError::Unsupported("The contact has no phone number.".into()))?;
-        let url = self.messages_url(phone_number_id)?;
-        let mut body = payload(phone.digits(), content);
-        if let Some(reference) = reference {
-            body["biz_opaque_callback_data"] = json!(reference);
-        }
-        let (status, body) = graph_call(self.http.post(url).bearer_auth(token).json(&body)).await?;
-        read_send_answer(status, &body)
     }
 
     /// `{api_base_url}/{segments...}`.
@@ -343,18 +321,24 @@ impl Provider for WhatsappCloud {
         }
     }
 
-    async fn send(&self, to: &Contact, content: &Content) -> Result<Accepted, ProviderError> {
-        self.send_with(to, content, None).await
-    }
-
-    /// `biz_opaque_callback_data`: the Graph API echoes it in the message's status webhooks.
-    async fn send_referenced(
-        &self,
-        to: &Contact,
-        content: &Content,
-        reference: &str,
-    ) -> Result<Accepted, ProviderError> {
-        self.send_with(to, content, Some(reference)).await
+    /// `POST /{phone_number_id}/messages`; a reply carries `context.message_id`, a reference
+    /// goes as `biz_opaque_callback_data` (the Graph API echoes it in the status webhooks).
+    async fn send(&self, to: &Contact, out: &Outgoing<'_>) -> Result<Accepted, ProviderError> {
+        let (phone_number_id, token) = self.sender()?;
+        let phone = to
+            .phone
+            .as_ref()
+            .ok_or_else(|| ProviderError::Unsupported("The contact has no phone number.".into()))?;
+        let url = self.messages_url(phone_number_id)?;
+        let mut body = payload(phone.digits(), out.content);
+        if let Some(reply_to) = out.reply_to {
+            body["context"] = json!({ "message_id": reply_to });
+        }
+        if let Some(reference) = out.reference {
+            body["biz_opaque_callback_data"] = json!(reference);
+        }
+        let (status, body) = graph_call(self.http.post(url).bearer_auth(token).json(&body)).await?;
+        read_send_answer(status, &body)
     }
 
     fn uploads_media(&self) -> bool {
@@ -720,7 +704,7 @@ fn parse_status(s: &Value) -> Option<ParsedStatus> {
 mod tests {
     use super::*;
     use switchboard_domain::message::MediaType;
-    use switchboard_domain::message::{Media, MessageKind, Template};
+    use switchboard_domain::message::{Content, Media, MessageKind, Template};
 
     #[test]
     fn reactions_locations_and_contacts_follow_the_graph_api() {

@@ -71,7 +71,8 @@ pub struct MessageOut {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<switchboard_domain::message::UnsupportedMember>)]
     pub unsupported: Option<Value>,
-    /// Inbound: `reply_to`, `forwarded`, `frequently_forwarded`, `referral`.
+    /// Inbound: `reply_to`, `forwarded`, `frequently_forwarded`, `referral`; outbound, when it
+    /// was sent as a reply: the same members, with `reply_to` the message it quotes.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub context: Option<InboundContext>,
     /// When the customer edited the message (absent when never edited).
@@ -119,8 +120,11 @@ impl From<&MessageRecord> for MessageOut {
             order: content(MessageType::Order),
             system: content(MessageType::System),
             unsupported: content(MessageType::Unsupported),
-            context: (m.direction == Direction::Inbound)
-                .then(|| m.context.clone().unwrap_or_default()),
+            // Inbound: always; outbound: a reply's `reply_to`.
+            context: match m.direction {
+                Direction::Inbound => Some(m.context.clone().unwrap_or_default()),
+                Direction::Outbound => m.context.clone(),
+            },
             edited_at: m.edited_at,
             deleted_at: m.deleted_at,
             pricing: m.pricing.clone(),

@@ -437,6 +437,15 @@ fn check_graph_body(body: &Value) -> Result<(), String> {
         }
         other => return Err(format!("unknown type {other}")),
     }
+    // A reply: `context` is `{"message_id": the wamid quoted}` and nothing else.
+    if let Some(context) = body.get("context") {
+        let ok = context.as_object().is_some_and(|c| {
+            c.len() == 1 && c["message_id"].as_str().is_some_and(|id| !id.is_empty())
+        });
+        if !ok {
+            return Err("context must be {\"message_id\": \"wamid...\"}".into());
+        }
+    }
     Ok(())
 }
 
@@ -736,6 +745,16 @@ fn telegram_router(inner: Arc<Inner>) -> Router {
         for k in extra {
             if value[*k].is_null() || value[*k] == "" {
                 return telegram_error(400, 400, &format!("Bad Request: {k} is empty"));
+            }
+        }
+        // A reply: ReplyParameters with an integer message_id.
+        if let Some(reply) = value.get("reply_parameters") {
+            if !reply["message_id"].is_i64() {
+                return telegram_error(
+                    400,
+                    400,
+                    "Bad Request: can't parse reply parameters JSON object",
+                );
             }
         }
         if required == "message_id" {

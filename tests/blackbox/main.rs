@@ -34,6 +34,7 @@ mod org_features;
 mod readme;
 mod recovery;
 mod reliability;
+mod replies;
 mod scale;
 mod sending;
 mod service;

@@ -20,15 +20,15 @@ both_backends!(
     message_kinds_reachability,
 );
 
-const MESSAGES: &str = "/api/v1/integrations/messages";
-const PHONE_DIGITS: &str = "4915123456789";
+pub(crate) const MESSAGES: &str = "/api/v1/integrations/messages";
+pub(crate) const PHONE_DIGITS: &str = "4915123456789";
 const WA_TOKEN: &str = "EAAG-fake-access-token";
 const APP_SECRET: &str = "app-secret-for-tests";
-const PHONE_NUMBER_ID: &str = "1098765";
+pub(crate) const PHONE_NUMBER_ID: &str = "1098765";
 const TG_TOKEN: &str = "123456789:AAFakeBotTokenForTests_xyz";
 const TG_SECRET: &str = "tg-secret_token-1";
 
-fn unix_now() -> i64 {
+pub(crate) fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -47,7 +47,7 @@ async fn post_raw(server: &Server, path: &str, body: &Value, headers: &[(&str, S
     Server::read(req.send().await.unwrap()).await
 }
 
-async fn wa_callback(server: &Server, channel_uuid: &str, body: &Value) -> Resp {
+pub(crate) async fn wa_callback(server: &Server, channel_uuid: &str, body: &Value) -> Resp {
     let sig = hub_signature(APP_SECRET, &serde_json::to_vec(body).unwrap());
     post_raw(
         server,
@@ -58,7 +58,7 @@ async fn wa_callback(server: &Server, channel_uuid: &str, body: &Value) -> Resp 
     .await
 }
 
-async fn tg_update(server: &Server, channel_uuid: &str, update: &Value) -> Resp {
+pub(crate) async fn tg_update(server: &Server, channel_uuid: &str, update: &Value) -> Resp {
     post_raw(
         server,
         &format!("/inbound/{channel_uuid}"),
@@ -69,7 +69,7 @@ async fn tg_update(server: &Server, channel_uuid: &str, update: &Value) -> Resp 
 }
 
 /// The organization's inbound messages by provider id, as the list shows them.
-async fn inbound_by_provider_id(server: &Server, key: &str) -> Vec<(String, Value)> {
+pub(crate) async fn inbound_by_provider_id(server: &Server, key: &str) -> Vec<(String, Value)> {
     let r = server
         .get(&format!("{MESSAGES}?limit=200&direction=inbound"), key)
         .await
@@ -87,7 +87,7 @@ async fn inbound_by_provider_id(server: &Server, key: &str) -> Vec<(String, Valu
         .collect()
 }
 
-fn find<'a>(all: &'a [(String, Value)], pid: &str) -> &'a Value {
+pub(crate) fn find<'a>(all: &'a [(String, Value)], pid: &str) -> &'a Value {
     &all.iter()
         .find(|(p, _)| p == pid)
         .unwrap_or_else(|| panic!("no inbound message {pid}"))
@@ -138,7 +138,7 @@ async fn check_kind(
     listed
 }
 
-async fn whatsapp_channel(env: &TestEnv, seed: &Seed, graph: &Fake) -> String {
+pub(crate) async fn whatsapp_channel(env: &TestEnv, seed: &Seed, graph: &Fake) -> String {
     let wa = env
         .admin(&[
             "channel",
@@ -165,7 +165,7 @@ async fn whatsapp_channel(env: &TestEnv, seed: &Seed, graph: &Fake) -> String {
     wa["uuid"].as_str().unwrap().to_owned()
 }
 
-async fn telegram_channel(env: &TestEnv, seed: &Seed, bot: &Fake) -> String {
+pub(crate) async fn telegram_channel(env: &TestEnv, seed: &Seed, bot: &Fake) -> String {
     let tg = env
         .admin(&[
             "channel",
@@ -1009,7 +1009,7 @@ async fn message_kinds_statuses_and_number_changes(backend: Backend) {
     );
 }
 
-async fn send_body(server: &Server, seed: &Seed, body: Value) -> Resp {
+pub(crate) async fn send_body(server: &Server, seed: &Seed, body: Value) -> Resp {
     server
         .post_with(
             MESSAGES,
@@ -1020,7 +1020,7 @@ async fn send_body(server: &Server, seed: &Seed, body: Value) -> Resp {
         .await
 }
 
-fn fields(r: &Resp) -> Vec<String> {
+pub(crate) fn fields(r: &Resp) -> Vec<String> {
     r.body["error"]["details"]["fields"]
         .as_array()
         .unwrap_or_else(|| panic!("no field details in {}", r.text))

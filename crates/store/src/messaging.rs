@@ -99,6 +99,8 @@ pub struct NewOutbound {
     pub steps: Vec<MessageStep>,
     /// Recorded `queued` for a worker to send (`status` is `queued`).
     pub queue: Option<crate::queue::QueueEntry>,
+    /// A reply: `reply_to` (the message replied to).
+    pub context: Option<switchboard_domain::message::InboundContext>,
 }
 
 /// What recording a message wrote.

@@ -174,6 +174,7 @@ async fn perform(
         None,
         request.contact_uuid.as_deref(),
         request.phone.as_deref(),
+        None,
     );
     match (&request.contact_uuid, &request.phone) {
         (None, None) => errors.add("contact_uuid", "give contact_uuid or phone"),

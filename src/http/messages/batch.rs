@@ -147,6 +147,7 @@ fn item_input(principal: &Principal, item: &Value) -> Result<SendInput, ApiError
         contact_uuid: addressing.contact_uuid,
         phone: addressing.phone,
         content,
+        reply_to: addressing.reply_to,
     })
 }
 

@@ -27,6 +27,8 @@ pub struct Addressing {
     pub channel_slug: Option<String>,
     pub contact_uuid: Option<Uuid>,
     pub phone: Option<Phone>,
+    /// The message the send replies to.
+    pub reply_to: Option<Uuid>,
 }
 
 /// What a send's body asks for, once checked for shape: a plain send of validated content,
@@ -57,6 +59,7 @@ pub fn addressing(
     channel_slug: Option<&str>,
     contact_uuid: Option<&str>,
     phone: Option<&str>,
+    reply_to: Option<&str>,
 ) -> Addressing {
     let channel_slug = match channel_slug {
         Some(s) if s.trim().is_empty() => {
@@ -86,11 +89,19 @@ pub fn addressing(
             None
         }
     });
+    let reply_to = reply_to.and_then(|s| match Uuid::parse_str(s.trim()) {
+        Ok(u) if s.len() <= 64 => Some(u),
+        _ => {
+            errors.add("reply_to", "must be the UUID of a message");
+            None
+        }
+    });
     Addressing {
         channel_id,
         channel_slug,
         contact_uuid,
         phone,
+        reply_to,
     }
 }
 
@@ -161,6 +172,7 @@ pub fn text_request(r: SendMessageRequest) -> Result<(Addressing, Content), ApiE
         r.channel_slug.as_deref(),
         r.contact_uuid.as_deref(),
         r.phone.as_deref(),
+        r.reply_to.as_deref(),
     );
     if r.interactive.as_ref().is_some_and(contains_nul) {
         errors.add("interactive", "must not contain NUL characters");
@@ -295,6 +307,7 @@ pub fn media_request(r: SendMediaRequest) -> Result<(Addressing, Content), ApiEr
         r.channel_slug.as_deref(),
         r.contact_uuid.as_deref(),
         r.phone.as_deref(),
+        r.reply_to.as_deref(),
     );
     let content = merge(
         &mut errors,
@@ -326,6 +339,7 @@ pub fn template_request(r: SendTemplateRequest) -> Result<SendPlan, ApiError> {
         r.channel_slug.as_deref(),
         r.contact_uuid.as_deref(),
         r.phone.as_deref(),
+        r.reply_to.as_deref(),
     );
     let content = merge(&mut errors, validate_template(r.template.as_ref()));
     match (errors.is_empty(), content) {
@@ -351,6 +365,7 @@ pub fn catalog_request(r: SendTemplateRequest) -> Result<SendPlan, ApiError> {
         r.channel_slug.as_deref(),
         r.contact_uuid.as_deref(),
         r.phone.as_deref(),
+        r.reply_to.as_deref(),
     );
     if r.phone.is_none() && r.contact_uuid.is_none() {
         errors.add(

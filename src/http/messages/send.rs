@@ -155,6 +155,7 @@ where
         contact_uuid: addressing.contact_uuid,
         phone: addressing.phone,
         content,
+        reply_to: addressing.reply_to,
     };
     run_plain_send(&state, input, token).await
 }
@@ -284,6 +285,7 @@ async fn run_catalog_send(
         first_name: plan.first_name,
         request: plan.request,
         rules: state.config.consent_rules(),
+        reply_to: addressing.reply_to,
     };
     let request_id = request_id::current();
     let completion = token.map(|token| CatalogCompletion {

@@ -21,6 +21,11 @@ pub struct SendMessageRequest {
     /// Legacy: the recipient's phone (E.164 or international form), resolved in the
     /// organization; a contact is created when none has it.
     pub phone: Option<String>,
+    /// Reply to a message: the UUID of a message of the same contact, sent or received (not a
+    /// reaction), which the recipient sees quoted (WhatsApp `context.message_id`, Telegram
+    /// `reply_parameters`).
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub reply_to: Option<String>,
     /// The body text (1 to 4096 characters); required for `type: text`. For `interactive`, the
     /// body text when `interactive.body.text` is absent.
     pub message: Option<String>,
@@ -53,6 +58,11 @@ pub struct SendMediaRequest {
     pub channel_slug: Option<String>,
     pub contact_uuid: Option<String>,
     pub phone: Option<String>,
+    /// Reply to a message: the UUID of a message of the same contact, sent or received (not a
+    /// reaction), which the recipient sees quoted (WhatsApp `context.message_id`, Telegram
+    /// `reply_parameters`).
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub reply_to: Option<String>,
     /// `document`, `image`, `audio`, `video` or `sticker`.
     pub media_type: Option<String>,
     /// An absolute http(s) URL the provider downloads the media from.
@@ -88,6 +98,11 @@ pub struct SendTemplateRequest {
     /// The recipient's phone, normalized to E.164 (`+4915123456789`); the organization's contact
     /// with it is used, or created (with `first_name` on initiation).
     pub phone: Option<String>,
+    /// Reply to a message: the UUID of a message of the same contact, sent or received (not a
+    /// reaction), which the recipient sees quoted (WhatsApp `context.message_id`, Telegram
+    /// `reply_parameters`).
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub reply_to: Option<String>,
     /// `{"name": "order_update", "language": "en_US", "components": [...]}` (WhatsApp Cloud API
     /// components with their parameters; `language` may also be `{"code": "en_US"}`). Required
     /// for plain sends; optional for catalog sends (the catalog template gives name and

@@ -10,8 +10,8 @@ use uuid::Uuid;
 use super::plain::{Adapters, PreparedSend, SendInput, prepare_with};
 use super::{SendContext, SendError};
 use crate::ops::message_events::recorded_effects;
-use switchboard_domain::message::MessageStatus;
 use switchboard_domain::message::timeline::StepKind;
+use switchboard_domain::message::{InboundContext, MessageStatus};
 use switchboard_store::queue::{BatchRecord, NewBatch, QueueEntry};
 use switchboard_store::{
     ClaimToken, IdempotencyCompletion, MessageStep, NewOutbound, StoreError, StoredResponse,
@@ -80,6 +80,7 @@ pub async fn record_batch(
                 batch_id: None,
                 not_before: now,
             }),
+            context: p.reply_to.clone().map(InboundContext::replying_to),
         })
         .collect();
     let completion = completion.map(|c| IdempotencyCompletion {

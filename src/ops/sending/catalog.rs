@@ -12,11 +12,11 @@
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use crate::providers::ProviderError;
+use crate::providers::{Outgoing, ProviderError};
 use switchboard_domain::channel::{Channel, ChannelType};
 use switchboard_domain::channel_selection::{ChannelRequest, SelectionError, select_channel};
 use switchboard_domain::event::{Actor, Effects, EventCategory, OrgEvent, Subject};
-use switchboard_domain::message::MessageType;
+use switchboard_domain::message::{InboundContext, MessageType};
 use switchboard_domain::phone::Phone;
 use switchboard_domain::template::{Consent, ConsentRules};
 use switchboard_domain::{FieldError, Timestamp};
@@ -75,6 +75,8 @@ pub struct CatalogSendInput {
     pub first_name: Option<String>,
     pub request: CatalogRequest,
     pub rules: ConsentRules,
+    /// The message this one replies to: a message of the same contact.
+    pub reply_to: Option<Uuid>,
 }
 
 /// What a catalog send adds to the send response: the catalog template sent and the consent
@@ -201,8 +203,15 @@ pub async fn send_catalog(
         api_key_prefix: input.api_key_prefix.clone(),
     };
     let mut chosen: Option<i64> = None;
-    let checked = check_catalog_send(ctx, &input, &mut chosen).await;
-    let (channel, validated, existing) = match checked {
+    let checked = match check_catalog_send(ctx, &input, &mut chosen).await {
+        Ok((channel, validated, existing)) => {
+            super::plain::resolve_reply(ctx, input.org_id, input.reply_to, existing.as_ref())
+                .await
+                .map(|reply_to| (channel, validated, existing, reply_to))
+        }
+        Err(e) => Err(e),
+    };
+    let (channel, validated, existing, reply_to) = match checked {
         Ok(x) => x,
         Err(e) => {
             if input.mode == CatalogMode::Campaign {
@@ -232,12 +241,17 @@ pub async fn send_catalog(
     // Catalog sends wait for their pace like every send; one the pace puts beyond its bound,
     // or that the provider throttles, is answered 503 `provider_unavailable` (nothing is
     // recorded; the client retries with the same Idempotency-Key).
+    let out = Outgoing {
+        content: &content,
+        reply_to: reply_to.as_ref().map(|r| r.provider_message_id.as_str()),
+        reference: None,
+    };
     let (outcome, steps) = match super::provider::paced_call(
         provider.as_ref(),
         ctx.providers.pacer(),
         &channel,
         &recipient,
-        &content,
+        &out,
         ctx.clock,
         super::provider::PACE_BOUND,
         0,
@@ -299,6 +313,7 @@ pub async fn send_catalog(
         now,
         steps,
         queue: None,
+        context: reply_to.map(InboundContext::replying_to),
     };
     let new_consent = NewConsent {
         uuid: consent_uuid,

@@ -53,6 +53,7 @@ pub async fn send_flow(
         contact_uuid: trigger.contact_uuid,
         phone: trigger.phone,
         content,
+        reply_to: None,
     };
     send(ctx, input, completion).await.map_err(|e| match e {
         // The contact went away during the send.

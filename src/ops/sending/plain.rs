@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::providers::{Provider, ProviderError};
+use crate::providers::{Outgoing, Provider, ProviderError};
 use switchboard_domain::channel::{Channel, ChannelType};
 use switchboard_domain::channel_selection::{ChannelRequest, select_channel};
 use switchboard_domain::contact::{Contact, WindowError, check_service_window};
-use switchboard_domain::message::{Content, MessageStatus, MessageType};
+use switchboard_domain::message::{Content, InboundContext, MessageStatus, MessageType, ReplyTo};
 use switchboard_domain::phone::Phone;
 use switchboard_store::queue::QueueEntry;
 use switchboard_store::{
@@ -36,6 +36,8 @@ pub struct SendInput {
     pub contact_uuid: Option<Uuid>,
     pub phone: Option<Phone>,
     pub content: Content,
+    /// The message this one replies to: a message of the same contact.
+    pub reply_to: Option<Uuid>,
 }
 
 /// Builds the stored (and live) response of a recorded send from the record, the provider's
@@ -61,6 +63,8 @@ pub struct PreparedSend {
     /// The recipient as the provider sees it (a contact to be created on record when new).
     pub recipient: Contact,
     pub input: SendInput,
+    /// The message replied to, with its provider id.
+    pub reply_to: Option<ReplyTo>,
 }
 
 impl PreparedSend {
@@ -152,6 +156,7 @@ pub async fn prepare_with(
     .await?;
     let mut input = input;
     resolve_reaction(ctx, &mut input, existing.as_ref()).await?;
+    let reply_to = resolve_reply(ctx, input.org_id, input.reply_to, existing.as_ref()).await?;
     let now = ctx.clock.now();
     let recipient = recipient_contact(
         existing.as_ref(),
@@ -198,6 +203,7 @@ pub async fn prepare_with(
         existing,
         recipient,
         input,
+        reply_to,
     })
 }
 
@@ -212,31 +218,85 @@ async fn resolve_reaction(
     let Content::Reaction(r) = &mut input.content else {
         return Ok(());
     };
-    let refuse = |issue: &str| {
-        SendError::Validation(
-            switchboard_domain::FieldError::new("reaction.message_uuid", issue).into(),
-        )
-    };
+    let field = "reaction.message_uuid";
     let Some(uuid) = r.message_uuid else {
-        return Err(refuse("is required"));
+        return Err(field_error(field, "is required"));
     };
-    let target = match ctx.store.find_message(input.org_id, uuid).await {
+    let target =
+        recipients_message(ctx, input.org_id, uuid, recipient, field, "a reaction").await?;
+    r.provider_message_id = target.provider_message_id;
+    Ok(())
+}
+
+/// `reply_to` names a message of the same contact, sent or received (not a reaction): the
+/// message replied to, with the provider id the provider's call quotes.
+pub(super) async fn resolve_reply(
+    ctx: &SendContext<'_>,
+    org_id: i64,
+    reply_to: Option<Uuid>,
+    recipient: Option<&Contact>,
+) -> Result<Option<ReplyTo>, SendError> {
+    let Some(uuid) = reply_to else {
+        return Ok(None);
+    };
+    let target = recipients_message(ctx, org_id, uuid, recipient, "reply_to", "a reply").await?;
+    if matches!(target.message_type, MessageType::Reaction) {
+        return Err(field_error(
+            "reply_to",
+            "is a reaction: a reply quotes a message, not a reaction to one",
+        ));
+    }
+    Ok(Some(ReplyTo {
+        message_uuid: Some(uuid),
+        provider_message_id: target.provider_message_id,
+    }))
+}
+
+/// The message (by uuid) a reaction or a reply points at: one of the recipient's, with the
+/// provider's id; anything else is a 422 `validation_failed` on `field`.
+async fn recipients_message(
+    ctx: &SendContext<'_>,
+    org_id: i64,
+    uuid: Uuid,
+    recipient: Option<&Contact>,
+    field: &str,
+    what: &str,
+) -> Result<ProviderMessage, SendError> {
+    let target = match ctx.store.find_message(org_id, uuid).await {
         Ok(m) => m,
-        Err(StoreError::NotFound) => return Err(refuse("is not a message of the organization")),
+        Err(StoreError::NotFound) => {
+            return Err(field_error(field, "is not a message of the organization"));
+        }
         Err(e) => return Err(e.into()),
     };
     if recipient.is_none_or(|c| c.uuid != target.contact_uuid) {
-        return Err(refuse(
-            "is a message of another contact: a reaction goes to a message of the recipient's",
+        return Err(field_error(
+            field,
+            &format!(
+                "is a message of another contact: {what} goes to a message of the recipient's"
+            ),
         ));
     }
     match target.provider_message_id {
-        Some(pid) => {
-            r.provider_message_id = pid;
-            Ok(())
-        }
-        None => Err(refuse("has no provider message id yet (it was never sent)")),
+        Some(provider_message_id) => Ok(ProviderMessage {
+            message_type: target.message_type,
+            provider_message_id,
+        }),
+        None => Err(field_error(
+            field,
+            "has no provider message id yet (it was never sent)",
+        )),
     }
+}
+
+/// A message of the recipient's, as a reaction or a reply names it at the provider.
+struct ProviderMessage {
+    message_type: MessageType,
+    provider_message_id: String,
+}
+
+fn field_error(field: &str, issue: &str) -> SendError {
+    SendError::Validation(switchboard_domain::FieldError::new(field, issue).into())
 }
 
 /// Sends a message: checks it ([`prepare`]), calls the provider within the channel's pace
@@ -269,12 +329,20 @@ pub async fn send(
                 super::media::Prepared::Ready(c) => Some(c),
                 _ => None,
             };
+            let out = Outgoing {
+                content: by_id.as_ref().unwrap_or(&prepared.input.content),
+                reply_to: prepared
+                    .reply_to
+                    .as_ref()
+                    .map(|r| r.provider_message_id.as_str()),
+                reference: None,
+            };
             super::provider::paced_call(
                 prepared.provider.as_ref(),
                 ctx.providers.pacer(),
                 &prepared.channel,
                 &prepared.recipient,
-                by_id.as_ref().unwrap_or(&prepared.input.content),
+                &out,
                 ctx.clock,
                 PACE_BOUND,
                 0,
@@ -324,6 +392,7 @@ pub async fn send(
         now: ctx.clock.now(),
         steps,
         queue,
+        context: prepared.reply_to.clone().map(InboundContext::replying_to),
     };
     let rejection_for_response = rejection.clone();
     // Written by group commit: with the records of concurrent sends, in one transaction.

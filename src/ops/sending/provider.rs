@@ -5,14 +5,14 @@ use serde_json::Value;
 use std::time::Duration;
 
 use crate::providers::pacing::Pacer;
-use crate::providers::{Accepted, Provider, ProviderError};
+use crate::providers::{Accepted, Outgoing, Provider, ProviderError};
 use crate::trace;
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::Channel;
 use switchboard_domain::clock::Clock;
 use switchboard_domain::contact::Contact;
+use switchboard_domain::message::MessageStatus;
 use switchboard_domain::message::timeline::{self, StepKind};
-use switchboard_domain::message::{Content, MessageStatus};
 use switchboard_domain::pacing::{Pace, throttle_backoff};
 use switchboard_store::MessageStep;
 
@@ -20,15 +20,13 @@ use super::SendError;
 
 /// The provider call of a send (no transaction is open): a span of the request's trace (the
 /// provider gets its `traceparent`), the latency metric, and the timeline's steps so far:
-/// `accepted` (every check passed), `provider_request`, `provider_response`. `reference`: the
-/// message's uuid, for providers that echo it in status callbacks (queued sends).
+/// `accepted` (every check passed), `provider_request`, `provider_response`.
 pub(crate) async fn call(
     provider: &dyn Provider,
     channel: &Channel,
     recipient: &Contact,
-    content: &Content,
+    out: &Outgoing<'_>,
     clock: &dyn Clock,
-    reference: Option<&str>,
 ) -> (Result<Accepted, ProviderError>, Vec<MessageStep>) {
     let accepted_at = clock.now();
     let mut span = trace::Span::start("provider.send", trace::Kind::Client, trace::current());
@@ -36,16 +34,7 @@ pub(crate) async fn call(
     span.attr("switchboard.channel_uuid", channel.uuid.to_string());
     let started = std::time::Instant::now();
     let request_at = clock.now();
-    let outcome = match reference {
-        Some(r) => {
-            trace::scope(
-                span.context(),
-                provider.send_referenced(recipient, content, r),
-            )
-            .await
-        }
-        None => trace::scope(span.context(), provider.send(recipient, content)).await,
-    };
+    let outcome = trace::scope(span.context(), provider.send(recipient, out)).await;
     let response_at = clock.now();
     metrics::histogram!("switchboard_provider_send_duration_seconds", "channel_type" => channel.channel_type.as_str())
         .record(started.elapsed().as_secs_f64());
@@ -113,7 +102,7 @@ pub(crate) async fn paced_call(
     pacer: &Pacer,
     channel: &Channel,
     recipient: &Contact,
-    content: &Content,
+    out: &Outgoing<'_>,
     clock: &dyn Clock,
     bound: Duration,
     attempts: i64,
@@ -121,10 +110,7 @@ pub(crate) async fn paced_call(
     if let Some(deferred) = wait_for_pace(provider, pacer, channel, recipient, clock, bound).await {
         return deferred;
     }
-    call_or_defer(
-        provider, pacer, channel, recipient, content, clock, attempts, None,
-    )
-    .await
+    call_or_defer(provider, pacer, channel, recipient, out, clock, attempts).await
 }
 
 /// Reserves the send's slot in the channel's pace when it comes within `bound`: the instant to
@@ -207,19 +193,17 @@ pub(crate) async fn wait_for_pace(
 
 /// The provider call; a throttling answer defers the send with backoff (`attempts`: earlier
 /// tries of this message; a per-recipient throttle, 131056, waits at least the recipient
-/// interval). `reference`: as for [`call`].
-#[allow(clippy::too_many_arguments)]
+/// interval).
 pub(crate) async fn call_or_defer(
     provider: &dyn Provider,
     pacer: &Pacer,
     channel: &Channel,
     recipient: &Contact,
-    content: &Content,
+    out: &Outgoing<'_>,
     clock: &dyn Clock,
     attempts: i64,
-    reference: Option<&str>,
 ) -> Dispatch {
-    let (outcome, steps) = call(provider, channel, recipient, content, clock, reference).await;
+    let (outcome, steps) = call(provider, channel, recipient, out, clock).await;
     if let Err(ProviderError::Throttled { code, .. }) = &outcome {
         metrics::counter!("switchboard_provider_sends_total", "channel_type" => channel.channel_type.as_str(), "result" => "throttled").increment(1);
         let floor = if code.as_ref().and_then(Value::as_i64) == Some(131056) {

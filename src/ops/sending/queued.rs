@@ -25,7 +25,7 @@ use super::{SendContext, SendError};
 use crate::crypto::SecretBox;
 use crate::ops::channels::provider_for;
 use crate::ops::message_events::sent_effects;
-use crate::providers::{ProviderError, ProviderHub, echoes_send_reference};
+use crate::providers::{Outgoing, ProviderError, ProviderHub, echoes_send_reference};
 use crate::trace;
 use switchboard_domain::clock::SharedClock;
 use switchboard_domain::message::timeline::{self, StepKind};
@@ -303,6 +303,15 @@ impl SendWorker {
             return self.defer(&c, Duration::ZERO, false).await;
         }
         let reference = m.uuid.to_string();
+        let out = Outgoing {
+            content: &content,
+            reply_to: m
+                .context
+                .as_ref()
+                .and_then(|c| c.reply_to.as_ref())
+                .map(|r| r.provider_message_id.as_str()),
+            reference: Some(&reference),
+        };
         let dispatch = trace::scope(
             parent,
             call_or_defer(
@@ -310,10 +319,9 @@ impl SendWorker {
                 pacer,
                 &channel,
                 &recipient,
-                &content,
+                &out,
                 ctx.clock,
                 c.attempts,
-                Some(&reference),
             ),
         )
         .await;

@@ -154,6 +154,16 @@ pub struct InboundContext {
     pub referral: Option<Referral>,
 }
 
+impl InboundContext {
+    /// The context of an outbound reply: only `reply_to`.
+    pub fn replying_to(reply_to: ReplyTo) -> InboundContext {
+        InboundContext {
+            reply_to: Some(reply_to),
+            ..InboundContext::default()
+        }
+    }
+}
+
 /// The message a message replies to: its provider id and, when it is a message of the same
 /// organization, its uuid.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

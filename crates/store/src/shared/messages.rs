@@ -340,7 +340,7 @@ pub(super) async fn write_outbound_in(
             new.now,
             new.now,
             &journey,
-            None,
+            new.context.as_ref(),
         )
         .await?;
         match (inserted, provider_message_id) {
@@ -511,7 +511,8 @@ pub(super) async fn write_outbound_group(
         .collect();
     let mut qb = sqlx::QueryBuilder::<Db>::new(
         "INSERT INTO messages (uuid, org_id, channel_id, contact_id, conversation_id, api_key_id, direction, type,
-                               status, content, provider_message_id, error, created_at, updated_at, trace, journey) ",
+                               status, content, provider_message_id, error, created_at, updated_at, trace, journey,
+                               context) ",
     );
     qb.push_values(records.iter().enumerate(), |mut b, (i, r)| {
         let new = r.new;
@@ -530,7 +531,8 @@ pub(super) async fn write_outbound_group(
             .push_bind(new.now)
             .push_bind(new.now)
             .push_bind(r.trace)
-            .push_bind(Json(&journeys[i]));
+            .push_bind(Json(&journeys[i]))
+            .push_bind(new.context.as_ref().map(Json));
     });
     qb.push(
         " ON CONFLICT (channel_id, provider_message_id) WHERE provider_message_id IS NOT NULL DO NOTHING

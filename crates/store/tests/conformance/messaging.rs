@@ -101,6 +101,7 @@ fn outbound(
         now: t(at),
         steps: Vec::new(),
         queue: None,
+        context: None,
     }
 }
 

@@ -343,6 +343,7 @@ fn outbound(f: &Fixture, p: &str, policy: ConversationPolicy, at: i64) -> NewOut
         now: t(at),
         steps: Vec::new(),
         queue: None,
+        context: None,
     }
 }
 
