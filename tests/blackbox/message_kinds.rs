@@ -1289,10 +1289,11 @@ async fn message_kinds_read_receipts(backend: Backend) {
         ]
     );
     // Telegram has no read receipts; an outbound message is not marked; unknown: 404.
-    server
+    let r = server
         .post(&read(&tg_msg), &seed.key, &json!({}))
         .await
         .expect_error(422, "unsupported_for_channel");
+    assert_eq!(r.body["error"]["details"]["channel_type"], "telegram");
     let out = send_text(&server, &seed, "We are here").await;
     server
         .post(&read(out["uuid"].as_str().unwrap()), &seed.key, &json!({}))

@@ -2060,8 +2060,8 @@ async fn telegram_sends_and_updates(backend: Backend) {
         "template": {"name": "x", "language": "en"}}),
     )
     .await
-    .expect_error(422, "invalid_channel");
-    assert_eq!(r.body["error"]["details"]["reason"], "unsupported");
+    .expect_error(422, "unsupported_for_channel");
+    assert_eq!(r.body["error"]["details"]["channel_type"], "telegram");
     let r = send(
         &server,
         &seed.key,

@@ -84,13 +84,15 @@ pub async fn mark_read(
         ));
     }
     if message.channel.channel_type != ChannelType::WhatsappCloud {
-        return Err(ApiError::unprocessable(
+        let mut err = ApiError::unprocessable(
             "unsupported_for_channel",
             format!(
                 "{} channels have no read receipts.",
                 message.channel.channel_type
             ),
-        ));
+        );
+        err.details = Some(serde_json::json!({ "channel_type": message.channel.channel_type }));
+        return Err(err);
     }
     let Some(provider_message_id) = message.provider_message_id.as_deref() else {
         return Err(ApiError::validation_field(

@@ -360,7 +360,7 @@ pub(crate) fn send_outcome<T>(
         (status = 201, description = "Sent (or replayed with `Idempotency-Replayed: true`).", body = SendResponse),
         (status = 400, description = "malformed_json, idempotency_key_missing, idempotency_key_invalid.", body = ErrorBody),
         (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
-        (status = 422, description = "validation_failed, channel_conflict, invalid_channel, no_default_channel, conversation_required, outside_service_window, provider_rejected.", body = ErrorBody),
+        (status = 422, description = "validation_failed (also reply_to: not a message of the recipient's, or a reaction), channel_conflict, invalid_channel, no_default_channel, unsupported_for_channel (details.channel_type: the channel's type cannot send this kind), conversation_required, outside_service_window, provider_rejected.", body = ErrorBody),
         (status = 503, description = "provider_unavailable or service_unavailable: nothing was sent; retry with the same key.", body = ErrorBody),
     )
 )]
@@ -394,7 +394,7 @@ pub async fn send_message(
         (status = 201, description = "Sent (or replayed).", body = SendResponse),
         (status = 400, description = "malformed_json, idempotency_key_missing, idempotency_key_invalid.", body = ErrorBody),
         (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
-        (status = 422, description = "validation_failed, channel errors, conversation_required, outside_service_window, invalid_media (whatsapp_cloud media: details.reason too_large, unsupported_type or unreachable; nothing sent or recorded), provider_rejected.", body = ErrorBody),
+        (status = 422, description = "validation_failed, channel errors, unsupported_for_channel (details.channel_type), conversation_required, outside_service_window, invalid_media (whatsapp_cloud media: details.reason too_large, unsupported_type or unreachable; nothing sent or recorded), provider_rejected.", body = ErrorBody),
         (status = 503, description = "provider_unavailable: nothing was sent.", body = ErrorBody),
     )
 )]
@@ -430,7 +430,7 @@ pub async fn send_media(
         (status = 201, description = "Sent (or replayed). Initiation and campaign sends also carry `consent` (the evidence stored, with its uuid) and `template` (the catalog template); an initiation's `conversation` is the open conversation (created or reused).", body = CatalogSendResponse),
         (status = 400, description = "malformed_json, idempotency_key_missing, idempotency_key_invalid.", body = ErrorBody),
         (status = 409, description = "idempotency_conflict, idempotency_in_progress.", body = ErrorBody),
-        (status = 422, description = "validation_failed (details.fields: phone, first_name, template.*, contact_uuid, ...), channel_conflict, no_default_channel (plain and campaign sends), invalid_channel (details.reason: channel_id_required, not_found, inactive, not_template_capable, cannot_send, unsupported, not_configured), invalid_template (details.reason: template_uuid_required, not_found, wrong_channel, inactive, not_approved, mismatch, parameters_mismatch; details.fields), consent_required (details.fields under consent.*: missing, not confirmed, unknown purpose or source, blank reference, captured_at malformed or in the future, purpose not matching the template's category), provider_rejected. Nothing is written, except the campaign_send.refused audit entry of a refused campaign send.", body = ErrorBody),
+        (status = 422, description = "validation_failed (details.fields: phone, first_name, template.*, contact_uuid, ...), channel_conflict, no_default_channel (plain and campaign sends), invalid_channel (details.reason: channel_id_required, not_found, inactive, not_template_capable, cannot_send, not_configured), unsupported_for_channel (plain template sends on a channel type without templates; details.channel_type), invalid_template (details.reason: template_uuid_required, not_found, wrong_channel, inactive, not_approved, mismatch, parameters_mismatch; details.fields), consent_required (details.fields under consent.*: missing, not confirmed, unknown purpose or source, blank reference, captured_at malformed or in the future, purpose not matching the template's category), provider_rejected. Nothing is written, except the campaign_send.refused audit entry of a refused campaign send.", body = ErrorBody),
         (status = 503, description = "provider_unavailable: nothing was sent.", body = ErrorBody),
     )
 )]

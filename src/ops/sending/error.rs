@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use crate::providers::ProviderError;
 use crate::views::messages::MessageOut;
+use switchboard_domain::channel::ChannelType;
 use switchboard_domain::channel_selection::SelectionError;
 use switchboard_domain::{FieldError, Timestamp, ValidationErrors};
 use switchboard_store::{RecordedOutbound, StoreError};
@@ -31,6 +32,13 @@ pub enum SendError {
     ChannelUnusable {
         channel_id: i64,
         reason: &'static str,
+        message: String,
+    },
+    /// 422 `unsupported_for_channel`: the channel's type cannot send this kind of message
+    /// (CONVENTIONS "Every kind of message": `details.channel_type`).
+    UnsupportedForChannel {
+        channel_id: i64,
+        channel_type: ChannelType,
         message: String,
     },
     /// 422 with the refusal's code (`invalid_channel`, `invalid_template`, `consent_required`):
@@ -71,10 +79,7 @@ impl SendError {
             SendError::Channel(SelectionError::Conflict) => "channel_conflict",
             SendError::Channel(SelectionError::NoDefault) => "no_default_channel",
             SendError::Channel(SelectionError::Invalid { .. }) => "invalid_channel",
-            SendError::ChannelUnusable {
-                reason: "unsupported_for_channel",
-                ..
-            } => "unsupported_for_channel",
+            SendError::UnsupportedForChannel { .. } => "unsupported_for_channel",
             SendError::ChannelUnusable { .. } => "invalid_channel",
             SendError::Refused(r) => r.code,
             SendError::ConversationRequired => "conversation_required",
@@ -96,6 +101,7 @@ impl SendError {
             SendError::Validation(errors) => errors.summary(),
             SendError::Channel(sel) => sel.message(),
             SendError::ChannelUnusable { message, .. } => message.clone(),
+            SendError::UnsupportedForChannel { message, .. } => message.clone(),
             SendError::Refused(r) => r.message.clone(),
             SendError::ConversationRequired => "This channel needs an open conversation with the contact for text, interactive and media messages: the contact must write first (or send a template).".into(),
             SendError::OutsideServiceWindow { .. } => "The 24-hour customer-service window of this conversation is closed: send a template instead.".into(),
@@ -136,6 +142,14 @@ impl SendError {
                 channel_id, reason, ..
             } => Some(json!({
                 "reason": reason,
+                "channel_ids": [channel_id],
+            })),
+            SendError::UnsupportedForChannel {
+                channel_id,
+                channel_type,
+                ..
+            } => Some(json!({
+                "channel_type": channel_type,
                 "channel_ids": [channel_id],
             })),
             SendError::Refused(r) => Some(r.details.clone()),
@@ -347,6 +361,11 @@ impl Refusal {
                 message: message.clone(),
                 details: json!({ "reason": reason, "channel_ids": [channel_id] }),
             }),
+            SendError::UnsupportedForChannel { message, .. } => Some(Refusal {
+                code: e.code(),
+                message: message.clone(),
+                details: e.details().unwrap_or_default(),
+            }),
             _ => None,
         }
     }
@@ -390,6 +409,17 @@ mod tests {
         assert_eq!(
             e.details(),
             Some(json!({ "reason": "not_configured", "channel_ids": [7] }))
+        );
+
+        let e = SendError::UnsupportedForChannel {
+            channel_id: 3,
+            channel_type: ChannelType::Telegram,
+            message: "telegram channels cannot send template messages.".into(),
+        };
+        assert_eq!(e.code(), "unsupported_for_channel");
+        assert_eq!(
+            e.details(),
+            Some(json!({ "channel_type": "telegram", "channel_ids": [3] }))
         );
 
         let e = SendError::ConversationRequired;

@@ -125,20 +125,24 @@ pub async fn prepare_with(
     };
     let message_type = input.content.message_type();
     if !provider.supports(message_type) {
-        // The kinds of CONVENTIONS "Every kind of message" have their own code.
-        let reason = match message_type {
-            MessageType::Reaction | MessageType::Location | MessageType::Contacts => {
-                "unsupported_for_channel"
+        let message = format!(
+            "{} channels cannot send {} messages.",
+            channel.channel_type, message_type
+        );
+        // A channel that sends nothing at all (lead ingestion) is the wrong channel; a channel
+        // type that cannot send this kind is CONVENTIONS' `unsupported_for_channel`.
+        return Err(if channel.channel_type.can_send_messages() {
+            SendError::UnsupportedForChannel {
+                channel_id: channel.id,
+                channel_type: channel.channel_type,
+                message,
             }
-            _ => "unsupported",
-        };
-        return Err(SendError::ChannelUnusable {
-            channel_id: channel.id,
-            reason,
-            message: format!(
-                "{} channels cannot send {} messages.",
-                channel.channel_type, message_type
-            ),
+        } else {
+            SendError::ChannelUnusable {
+                channel_id: channel.id,
+                reason: "unsupported",
+                message,
+            }
         });
     }
     let errors = provider.check_content(&input.content);
