@@ -59,6 +59,43 @@ async fn the_console_works_in_a_real_browser(backend: Backend) {
         }
     ));
     std::fs::create_dir_all(&out).unwrap();
+    // Messages of several kinds, for the message list's summaries: a text, a reply to it, a
+    // reaction to it, a location and contacts (the sandbox sends every kind).
+    let send = |body: serde_json::Value| {
+        let (server, key) = (&server, &seed.key);
+        async move {
+            let mut b = serde_json::json!({"phone": "+4915123450001"});
+            b.as_object_mut()
+                .unwrap()
+                .extend(body.as_object().unwrap().clone());
+            let id = uuid::Uuid::new_v4().to_string();
+            server
+                .post_with(
+                    "/api/v1/integrations/messages",
+                    key,
+                    &b,
+                    &[("Idempotency-Key", &id)],
+                )
+                .await
+                .expect(201)
+                .body["message"]["uuid"]
+                .clone()
+        }
+    };
+    let first = send(serde_json::json!({"message": "Your order is packed"})).await;
+    send(serde_json::json!({"message": "It left the warehouse", "reply_to": first})).await;
+    send(serde_json::json!({"reaction": {"message_uuid": first, "emoji": "👍"}})).await;
+    send(
+        serde_json::json!({"location": {"latitude": 52.52, "longitude": 13.405,
+        "name": "Pick-up point", "address": "Main St 1"}}),
+    )
+    .await;
+    send(
+        serde_json::json!({"contacts": [{"name": {"formatted_name": "Ann Lee"},
+        "phones": [{"phone": "+4915123456789", "type": "CELL"}]}]}),
+    )
+    .await;
+
     let rx = Receiver::start().await;
     let run = tokio::time::timeout(
         Duration::from_secs(180),
@@ -83,6 +120,23 @@ async fn the_console_works_in_a_real_browser(backend: Backend) {
     let report: serde_json::Value =
         serde_json::from_str(stdout.lines().last().unwrap()).expect("one JSON line");
     eprintln!("console ({backend:?}): {report}");
+    let summaries: Vec<&str> = report["summaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    for expected in [
+        "↩ It left the warehouse",
+        &format!("👍 to {}", first.as_str().unwrap()),
+        "Pick-up point · Main St 1 · 52.52, 13.405",
+        "Ann Lee",
+    ] {
+        assert!(
+            summaries.iter().any(|s| s.contains(expected)),
+            "no summary {expected:?} in {summaries:?}"
+        );
+    }
     assert!(report["attempts"].as_u64().unwrap() >= 1, "{report}");
     assert!(
         report["first_attempt"].as_str().unwrap().contains("200"),

@@ -140,6 +140,8 @@ const shot = (page, name) => page.screenshot({ path: path.join(out, name + ".png
   // The message's journey: accepted, the provider, its status and the webhook attempts.
   await page.click('nav a[data-view="messages"]');
   await page.waitForSelector("tr.clickable");
+  // Every kind has a one-line summary (the test sent a reply, a reaction, a location, contacts).
+  const summaries = await page.$$eval("tr.clickable", (trs) => trs.map((tr) => tr.textContent));
   await page.locator("tr.clickable", { hasText: "Sent from the console test" }).first().click();
   await page.waitForSelector("#message-detail .timeline li");
   const journey = await page.$$eval("#message-detail .timeline li", (lis) => lis.map((li) => li.dataset.kind));
@@ -158,6 +160,7 @@ const shot = (page, name) => page.screenshot({ path: path.join(out, name + ".png
     other_origins: elsewhere, console_errors: consoleErrors, requests: requested.length,
     nav_visible_signed_out: navSignedOut, ledger_row: ledgerEndpoint, rows_other_event: rowsOtherEvent,
     rows_of_endpoint: rowsOfEndpoint, rows_in_future: rowsInFuture, payload, headers, health, card,
+    summaries,
   }));
   await browser.close();
 })().catch((e) => { console.error(e && e.stack || String(e)); process.exit(1); });

@@ -28,6 +28,12 @@ pub enum Req {
         idempotency_key: String,
         body: serde_json::Value,
     },
+    /// Raw bytes with one header (a provider's signed callback).
+    Signed {
+        url: String,
+        header: (&'static str, String),
+        body: Vec<u8>,
+    },
 }
 
 impl Req {
@@ -66,6 +72,11 @@ impl Req {
                 .bearer_auth(key)
                 .header("Idempotency-Key", idempotency_key)
                 .json(&body),
+            Req::Signed { url, header, body } => client
+                .post(url)
+                .header(header.0, header.1)
+                .header("content-type", "application/json")
+                .body(body),
         };
         let resp = builder.send().await?;
         let status = resp.status().as_u16();

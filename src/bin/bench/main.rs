@@ -11,9 +11,11 @@
 //! cargo run --release --bin bench -- --scenario batch       # batch sends through the queue
 //! cargo run --release --bin bench -- --scenario media       # WhatsApp media: MB/s, peak RSS
 //! cargo run --release --bin bench -- --scenario scale       # 1M pending deliveries, 10M messages
+//! cargo run --release --bin bench -- --scenario inbound     # WhatsApp callbacks per second
 //! ```
 
 mod batch;
+mod inbound;
 mod load;
 mod media;
 mod outage;
@@ -71,8 +73,9 @@ pub struct Args {
     /// standard (rates, latencies, deliveries), recovery (feed pages and a recovery over kept
     /// events), ordering (per_contact against unordered deliveries), tracing (the same loops
     /// with and without span export), batch (batch sends through the send queue), media
-    /// (WhatsApp media sends: MB/s and peak memory) or scale (deliveries per second with many
-    /// pending, history pages over many messages).
+    /// (WhatsApp media sends: MB/s and peak memory), scale (deliveries per second with many
+    /// pending, history pages over many messages) or inbound (WhatsApp callbacks per second,
+    /// texts and every kind).
     #[arg(long, default_value = "standard")]
     pub scenario: String,
     /// recovery: events kept in the database.
@@ -84,8 +87,8 @@ pub struct Args {
     /// recovery: feed pages of 1 000 read from the oldest event.
     #[arg(long, default_value_t = 100)]
     pub feed_pages: usize,
-    /// tracing: an earlier build of the server, measured in the same rounds without export
-    /// (what the trace context costs when nothing is exported).
+    /// tracing, inbound: an earlier build of the server, measured in the same rounds (tracing:
+    /// without export, what the trace context costs when nothing is exported).
     #[arg(long)]
     pub baseline_bin: Option<PathBuf>,
     /// ordering: contacts the sends go to.
@@ -157,6 +160,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 "tracing" => serde_json::to_value(tracing::tracing(&args, &bin, backend).await?)?,
                 "batch" => serde_json::to_value(batch::batch(&args, &bin, backend).await?)?,
                 "media" => serde_json::to_value(media::media(&args, &bin, backend).await?)?,
+                "inbound" => serde_json::to_value(inbound::inbound(&args, &bin, backend).await?)?,
                 "scale" => {
                     let r = scale::scale(&args, &bin, backend).await?;
                     let value = serde_json::to_value(&r)?;
@@ -164,7 +168,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     value
                 }
                 other => anyhow::bail!(
-                    "--scenario: expected standard, recovery, ordering, tracing, batch, media or scale, got {other}"
+                    "--scenario: expected standard, recovery, ordering, tracing, batch, media, scale or inbound, got {other}"
                 ),
             };
             println!(

@@ -35,6 +35,11 @@ class ApiError extends Error {
 // One line per kind of message (CONVENTIONS "Every kind of message, in and out"); a deleted
 // message (member null) says so.
 function contentSummary(m) {
+  const reply = m.reply_to ? "↩ " : "";
+  return reply + kindSummary(m);
+}
+
+function kindSummary(m) {
   const v = m[m.type];
   if (m.deleted_at || v === null) return "(deleted)";
   if (!v) return "";
