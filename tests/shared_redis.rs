@@ -43,6 +43,13 @@ async fn shares_one_pace(a: &Pacer, b: &Pacer) {
         b.reserve(channel, 80, "491511", Duration::from_secs(1)).await,
         Pace::Later { after_us } if after_us > 5_000_000
     ));
+    // What reachability answers on either instance: the recipient's next send is about the
+    // interval away; another recipient's is not.
+    for p in [a, b] {
+        let wait = p.wait_for(channel, "491511").await;
+        assert!(wait > Duration::from_secs(5), "{wait:?}");
+        assert!(p.wait_for(channel, "491599").await < Duration::from_millis(100));
+    }
     // Other recipients share the channel's rate: at 10/s, the fourth send is 300 ms out.
     let channel = rand_channel();
     let mut waits = Vec::new();

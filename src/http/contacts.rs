@@ -209,7 +209,13 @@ pub async fn reachability(
         .filter(|t| t.active && t.status == TemplateStatus::Approved)
         .count();
     let wait = match (windowed, contact.phone.as_ref()) {
-        (true, Some(phone)) => state.providers.pacer().wait_for(channel.id, phone.digits()),
+        (true, Some(phone)) => {
+            state
+                .providers
+                .pacer()
+                .wait_for(channel.id, phone.digits())
+                .await
+        }
         _ => std::time::Duration::ZERO,
     };
     Ok(Json(Reachability {

@@ -35,6 +35,18 @@ end
 return {1, slot - now}
 "#;
 
+/// How long until the next send on a channel to a recipient may go, by the shared state:
+/// KEYS as for [`PACE_LUA`]; returns µs (0: now). Reserves nothing.
+const WAIT_LUA: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local slot = tonumber(redis.call('GET', KEYS[1]) or now)
+local rnext = tonumber(redis.call('GET', KEYS[2]) or now)
+local w = math.max(slot, rnext) - now
+if w < 0 then w = 0 end
+return w
+"#;
+
 /// Where the state of the pace lives.
 pub struct Pacer {
     recipient_interval_us: i64,
@@ -73,9 +85,40 @@ impl Pacer {
         }
     }
 
-    /// How long until a send on `channel_id` to `recipient` may go, by this instance's own
-    /// pace state (zero when it may go now). Reserves nothing.
-    pub fn wait_for(&self, channel_id: i64, recipient: &str) -> Duration {
+    /// How long until a send on `channel_id` to `recipient` may go (zero when it may go now),
+    /// by the shared state when Redis is configured (every instance's sends count), else (or
+    /// while Redis fails) by this instance's own. Reserves nothing.
+    pub async fn wait_for(&self, channel_id: i64, recipient: &str) -> Duration {
+        if let Some((redis, _, fallback)) = &self.redis {
+            if fallback.use_redis(now_us() / 1000) {
+                let script = redis::Script::new(WAIT_LUA);
+                let mut invocation = script.key(self.channel_key(redis, channel_id));
+                invocation.key(self.recipient_key(redis, channel_id, recipient));
+                match redis.invoke::<i64>(&invocation).await {
+                    Ok(us) => return Duration::from_micros(u64::try_from(us).unwrap_or(0)),
+                    Err(e) => {
+                        fallback.failed(now_us() / 1000);
+                        metrics::counter!("switchboard_pacing_redis_errors_total").increment(1);
+                        tracing::warn!(error = %e, "Redis pacing state could not be read; answering from this instance's own");
+                    }
+                }
+            }
+        }
+        self.local_wait(channel_id, recipient)
+    }
+
+    fn channel_key(&self, redis: &SharedRedis, channel_id: i64) -> String {
+        format!("switchboard:{}:pace:ch:{channel_id}", redis.namespace)
+    }
+
+    fn recipient_key(&self, redis: &SharedRedis, channel_id: i64, recipient: &str) -> String {
+        format!(
+            "switchboard:{}:pace:to:{channel_id}:{recipient}",
+            redis.namespace
+        )
+    }
+
+    fn local_wait(&self, channel_id: i64, recipient: &str) -> Duration {
         let now = now_us();
         let local = self.local.lock().expect("the pace state is never poisoned");
         let channel = local.channels.get(&channel_id).copied().unwrap_or(0);
@@ -107,15 +150,9 @@ impl Pacer {
         if let Some((redis, script, fallback)) = &self.redis {
             let now_ms = now_us() / 1000;
             if fallback.use_redis(now_ms) {
-                let mut invocation = script.key(format!(
-                    "switchboard:{}:pace:ch:{channel_id}",
-                    redis.namespace
-                ));
+                let mut invocation = script.key(self.channel_key(redis, channel_id));
                 invocation
-                    .key(format!(
-                        "switchboard:{}:pace:to:{channel_id}:{recipient}",
-                        redis.namespace
-                    ))
+                    .key(self.recipient_key(redis, channel_id, recipient))
                     .arg(ci)
                     .arg(self.recipient_interval_us)
                     .arg(bound_us);
