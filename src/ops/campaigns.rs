@@ -189,32 +189,7 @@ impl CampaignWorker {
             providers: &self.providers,
             cache: &self.cache,
         };
-        let request = &campaign.request;
-        let template = parse_request_template(request.get("template"))
-            .ok()
-            .flatten();
-        let input = CatalogSendInput {
-            mode: CatalogMode::Campaign,
-            org_id: campaign.org_id,
-            api_key_id: campaign.api_key_id,
-            api_key_prefix: campaign.api_key_prefix.clone(),
-            key_default_channel: None,
-            channel_id: Some(campaign.channel_id),
-            channel_slug: None,
-            contact_uuid: Some(c.recipient.contact_uuid),
-            phone: None,
-            first_name: None,
-            request: CatalogRequest {
-                template_uuid: request
-                    .get("template_uuid")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                template,
-                consent: Some(c.recipient.consent.clone()),
-            },
-            rules: self.config.consent_rules(),
-            reply_to: None,
-        };
+        let input = self.input(c);
         let completion = CatalogCompletion {
             token,
             respond: Box::new(|r, _extra, rejection| StoredResponse {
@@ -270,6 +245,38 @@ impl CampaignWorker {
                     error_message: Some(e.message().chars().take(500).collect()),
                 })
             }
+        }
+    }
+
+    /// The catalog send of a claimed recipient: the campaign's template and the recipient's
+    /// consent, on the campaign's channel.
+    fn input(&self, c: &ClaimedRecipient) -> CatalogSendInput {
+        let campaign = &c.campaign;
+        let request = &campaign.request;
+        let template = parse_request_template(request.get("template"))
+            .ok()
+            .flatten();
+        CatalogSendInput {
+            mode: CatalogMode::Campaign,
+            org_id: campaign.org_id,
+            api_key_id: campaign.api_key_id,
+            api_key_prefix: campaign.api_key_prefix.clone(),
+            key_default_channel: None,
+            channel_id: Some(campaign.channel_id),
+            channel_slug: None,
+            contact_uuid: Some(c.recipient.contact_uuid),
+            phone: None,
+            first_name: None,
+            request: CatalogRequest {
+                template_uuid: request
+                    .get("template_uuid")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                template,
+                consent: Some(c.recipient.consent.clone()),
+            },
+            rules: self.config.consent_rules(),
+            reply_to: None,
         }
     }
 }

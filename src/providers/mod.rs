@@ -27,7 +27,7 @@ use switchboard_domain::channel::ChannelType;
 use switchboard_domain::contact::Contact;
 use switchboard_domain::contact::InboundSender;
 use switchboard_domain::message::{
-    Content, InboundContext, MessageChange, MessageKind, MessageStatus, MessageType,
+    Content, InboundContext, MessageChange, MessageKind, MessageStatus, MessageType, ReplyTo,
 };
 use switchboard_domain::{Timestamp, ValidationErrors};
 
@@ -193,6 +193,22 @@ impl<'a> Outgoing<'a> {
             content,
             reply_to: None,
             reference: None,
+        }
+    }
+
+    /// Quoting the message replied to, if any.
+    pub fn replying_to(self, reply: Option<&'a ReplyTo>) -> Outgoing<'a> {
+        Outgoing {
+            reply_to: reply.map(|r| r.provider_message_id.as_str()),
+            ..self
+        }
+    }
+
+    /// With our reference of the message.
+    pub fn referenced(self, reference: &'a str) -> Outgoing<'a> {
+        Outgoing {
+            reference: Some(reference),
+            ..self
         }
     }
 }

@@ -16,18 +16,18 @@ use crate::providers::{Outgoing, ProviderError};
 use switchboard_domain::channel::{Channel, ChannelType};
 use switchboard_domain::channel_selection::{ChannelRequest, SelectionError, select_channel};
 use switchboard_domain::event::{Actor, Effects, EventCategory, OrgEvent, Subject};
-use switchboard_domain::message::{InboundContext, MessageType};
+use switchboard_domain::message::{InboundContext, MessageType, ReplyTo};
 use switchboard_domain::phone::Phone;
 use switchboard_domain::template::{Consent, ConsentRules};
 use switchboard_domain::{FieldError, Timestamp};
 use switchboard_store::{
     ClaimToken, ConsentContext, ConversationPolicy, IdempotencyCompletion, NewConsent, NewOutbound,
-    RecipientRef, RecordedOutbound, StoreError, StoredResponse, TemplateRecord,
+    RecordedOutbound, StoreError, StoredResponse, TemplateRecord,
 };
 
 use super::catalog_check::{CatalogRequest, ValidatedCatalogSend, validate_catalog_send};
 use super::provider::classify_outcome;
-use super::recipient::{find_recipient, recipient_contact};
+use super::recipient::{find_recipient, recipient_contact, recipient_ref};
 use super::{Refusal, SendContext, SendError};
 use crate::ops::channels::provider_for;
 use crate::ops::message_events::recorded_effects;
@@ -203,14 +203,7 @@ pub async fn send_catalog(
         api_key_prefix: input.api_key_prefix.clone(),
     };
     let mut chosen: Option<i64> = None;
-    let checked = match check_catalog_send(ctx, &input, &mut chosen).await {
-        Ok((channel, validated, existing)) => {
-            super::plain::resolve_reply(ctx, input.org_id, input.reply_to, existing.as_ref())
-                .await
-                .map(|reply_to| (channel, validated, existing, reply_to))
-        }
-        Err(e) => Err(e),
-    };
+    let checked = check_catalog_send(ctx, &input, &mut chosen).await;
     let (channel, validated, existing, reply_to) = match checked {
         Ok(x) => x,
         Err(e) => {
@@ -241,11 +234,7 @@ pub async fn send_catalog(
     // Catalog sends wait for their pace like every send; one the pace puts beyond its bound,
     // or that the provider throttles, is answered 503 `provider_unavailable` (nothing is
     // recorded; the client retries with the same Idempotency-Key).
-    let out = Outgoing {
-        content: &content,
-        reply_to: reply_to.as_ref().map(|r| r.provider_message_id.as_str()),
-        reference: None,
-    };
+    let out = Outgoing::of(&content).replying_to(reply_to.as_ref());
     let (outcome, steps) = match super::provider::paced_call(
         provider.as_ref(),
         ctx.providers.pacer(),
@@ -298,11 +287,7 @@ pub async fn send_catalog(
         org_id: input.org_id,
         channel_id: channel.id,
         api_key_id: Some(input.api_key_id),
-        recipient: match (&existing, &input.phone) {
-            (Some(c), _) => RecipientRef::Contact(c.id),
-            (None, Some(p)) => RecipientRef::Phone(p.clone()),
-            (None, None) => unreachable!("find_recipient requires one"),
-        },
+        recipient: recipient_ref(existing.as_ref(), input.phone.as_ref()),
         conversation: policy,
         uuid: Uuid::now_v7(),
         message_type: MessageType::Template,
@@ -429,6 +414,7 @@ async fn check_catalog_send(
         Channel,
         ValidatedCatalogSend,
         Option<switchboard_domain::contact::Contact>,
+        Option<ReplyTo>,
     ),
     SendError,
 > {
@@ -479,7 +465,9 @@ async fn check_catalog_send(
             ));
         }
     }
-    Ok((channel, validated, existing))
+    let reply_to =
+        super::plain::resolve_reply(ctx, input.org_id, input.reply_to, existing.as_ref()).await?;
+    Ok((channel, validated, existing, reply_to))
 }
 
 /// Writes the `campaign_send.refused` audit entry of a refused campaign send (its own

@@ -20,7 +20,7 @@ use switchboard_store::{
 };
 
 use super::provider::{Dispatch, PACE_BOUND, classify_outcome};
-use super::recipient::{find_recipient, recipient_contact};
+use super::recipient::{find_recipient, recipient_contact, recipient_ref};
 use super::{SendContext, SendError};
 use crate::ops::channels::provider_for;
 use crate::ops::message_events::recorded_effects;
@@ -69,11 +69,7 @@ pub struct PreparedSend {
 
 impl PreparedSend {
     pub fn recipient_ref(&self) -> RecipientRef {
-        match (&self.existing, &self.input.phone) {
-            (Some(c), _) => RecipientRef::Contact(c.id),
-            (None, Some(p)) => RecipientRef::Phone(p.clone()),
-            (None, None) => unreachable!("find_recipient requires one"),
-        }
+        recipient_ref(self.existing.as_ref(), self.input.phone.as_ref())
     }
 
     /// What a message of this send does to its conversation: WhatsApp conversations are opened
@@ -333,14 +329,8 @@ pub async fn send(
                 super::media::Prepared::Ready(c) => Some(c),
                 _ => None,
             };
-            let out = Outgoing {
-                content: by_id.as_ref().unwrap_or(&prepared.input.content),
-                reply_to: prepared
-                    .reply_to
-                    .as_ref()
-                    .map(|r| r.provider_message_id.as_str()),
-                reference: None,
-            };
+            let content = by_id.as_ref().unwrap_or(&prepared.input.content);
+            let out = Outgoing::of(content).replying_to(prepared.reply_to.as_ref());
             super::provider::paced_call(
                 prepared.provider.as_ref(),
                 ctx.providers.pacer(),

@@ -31,7 +31,7 @@ use switchboard_domain::clock::SharedClock;
 use switchboard_domain::message::timeline::{self, StepKind};
 use switchboard_domain::message::{Content, MessageStatus};
 use switchboard_store::queue::{ClaimedSend, LeaseResult, QueuedOutcome};
-use switchboard_store::{MessageStep, SharedStore, StoreResult};
+use switchboard_store::{MessageRecord, MessageStep, SharedStore, StoreResult};
 
 /// How long a claim holds its messages beyond the provider's time limit: longer than a pace
 /// wait and the claim's other steps (an instance that dies leaves its claims for this long).
@@ -303,15 +303,7 @@ impl SendWorker {
             return self.defer(&c, Duration::ZERO, false).await;
         }
         let reference = m.uuid.to_string();
-        let out = Outgoing {
-            content: &content,
-            reply_to: m
-                .context
-                .as_ref()
-                .and_then(|c| c.reply_to.as_ref())
-                .map(|r| r.provider_message_id.as_str()),
-            reference: Some(&reference),
-        };
+        let out = outgoing(m, &content, &reference);
         let dispatch = trace::scope(
             parent,
             call_or_defer(
@@ -430,4 +422,13 @@ fn failed(code: &str, message: &str) -> Outcome {
         provider_message_id: None,
         error: Some(json!({ "code": code, "message": message })),
     }
+}
+
+/// The provider call of a queued message: its content (as sent: media by id), the message it
+/// replies to, and its uuid as the reference the provider echoes.
+fn outgoing<'a>(m: &'a MessageRecord, content: &'a Content, reference: &'a str) -> Outgoing<'a> {
+    let reply_to = m.context.as_ref().and_then(|c| c.reply_to.as_ref());
+    Outgoing::of(content)
+        .replying_to(reply_to)
+        .referenced(reference)
 }

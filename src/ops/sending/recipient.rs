@@ -5,7 +5,7 @@ use uuid::Uuid;
 use switchboard_domain::Timestamp;
 use switchboard_domain::contact::Contact;
 use switchboard_domain::phone::Phone;
-use switchboard_store::Store;
+use switchboard_store::{RecipientRef, Store};
 
 use super::SendError;
 
@@ -71,4 +71,14 @@ pub(crate) fn recipient_contact(
         created_at: now,
         updated_at: now,
     })
+}
+
+/// Who a checked send's message is recorded for: the contact found, else the phone given
+/// ([`find_recipient`] requires one of them).
+pub(crate) fn recipient_ref(existing: Option<&Contact>, phone: Option<&Phone>) -> RecipientRef {
+    match (existing, phone) {
+        (Some(c), _) => RecipientRef::Contact(c.id),
+        (None, Some(p)) => RecipientRef::Phone(p.clone()),
+        (None, None) => unreachable!("find_recipient requires one"),
+    }
 }

@@ -4,7 +4,7 @@
 //! idempotency claim, its outbox events and their webhook deliveries) is handed to a
 //! committer task through a bounded queue. A committer takes every record waiting (up to
 //! [`MAX_GROUP`]) and writes them in one transaction with a number of statements that does not
-//! grow with the group (`messages::write_outbound_group`): one `BEGIN`; one read of the
+//! grow with the group (`outbound_group::write_outbound_group`): one `BEGIN`; one read of the
 //! recipients' contacts and one of their open conversations (only missing ones are created,
 //! one at a time); one multi-row `INSERT` of the messages and one read of them as written; one
 //! endpoint lookup per organization for the fan-out; one multi-row statement each for the
@@ -31,7 +31,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::messages::{GroupRecord, groupable, write_outbound_group, write_outbound_in};
+use super::messages::write_outbound_in;
+use super::outbound_group::{GroupRecord, groupable, write_outbound_group};
 use super::write::WriteTx;
 use super::{Backend, dialect};
 use crate::{GroupedOutbound, RecipientRef, RecordedOutbound, StoreError, StoreResult};
@@ -307,7 +308,7 @@ async fn write_group(store: &Backend, jobs: &[Job]) -> StoreResult<Vec<RecordedO
         }
         recorded
     };
-    super::idempotency::complete_many_tx(&mut tx, &completions).await?;
+    super::completions::complete_many_tx(&mut tx, &completions).await?;
     tx.commit_for(jobs.iter().filter_map(|j| j.trace.as_deref()))
         .await?;
     Ok(recorded)
@@ -351,7 +352,7 @@ async fn finish_record(
             let response = respond(recorded);
             match completions {
                 Some(group) => group.push((*token, response)),
-                None => super::idempotency::complete_tx(tx, *token, &response).await?,
+                None => super::completions::complete_tx(tx, *token, &response).await?,
             }
         }
         tx.write_effects(&(record.effects)(recorded)).await

@@ -8,6 +8,7 @@
 mod campaigns;
 mod canned_replies;
 mod channels;
+mod completions;
 mod contacts;
 mod conversations;
 mod events;
@@ -21,7 +22,9 @@ mod message_changes;
 mod messages;
 mod org_log;
 mod orgs;
+mod outbound_group;
 mod queue;
+mod queue_entries;
 mod system;
 mod templates;
 mod users;

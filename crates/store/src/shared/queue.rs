@@ -7,8 +7,7 @@ use uuid::Uuid;
 use super::messages::{fetch_message, insert_steps, status_step, write_outbound_in};
 use super::{Backend, Conn, dialect};
 use crate::queue::{
-    BatchRecord, ClaimedSend, ItemEffectsFn, LeaseResult, NewBatch, QueueEntry, QueuedOutcome,
-    SendQueueStore,
+    BatchRecord, ClaimedSend, ItemEffectsFn, LeaseResult, NewBatch, QueuedOutcome, SendQueueStore,
 };
 use crate::{
     EffectsFn, IdempotencyCompletion, MessageRecord, NewOutbound, RecordedOutbound, StoreError,
@@ -16,34 +15,6 @@ use crate::{
 };
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::Effects;
-
-/// Inserts the queue row of a message just written `queued`.
-pub(super) async fn enqueue(
-    conn: &mut Conn,
-    message_id: i64,
-    new: &NewOutbound,
-    queue: &QueueEntry,
-) -> StoreResult<()> {
-    if let Some(batch_id) = queue.batch_id {
-        sqlx::query("UPDATE messages SET batch_id = $1 WHERE id = $2")
-            .bind(batch_id)
-            .bind(message_id)
-            .execute(&mut *conn)
-            .await?;
-    }
-    sqlx::query(
-        "INSERT INTO send_queue (message_id, org_id, channel_id, batch_id, not_before)
-         VALUES ($1, $2, $3, $4, $5)",
-    )
-    .bind(message_id)
-    .bind(new.org_id)
-    .bind(new.channel_id)
-    .bind(queue.batch_id)
-    .bind(queue.not_before)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
 
 #[derive(sqlx::FromRow)]
 struct BatchRow {
@@ -148,7 +119,7 @@ impl SendQueueStore for Backend {
         let record = batch_record(&mut tx, row).await?;
         if let Some(completion) = completion {
             let response = (completion.respond)(&record);
-            super::idempotency::complete_tx(&mut tx, completion.token, &response).await?;
+            super::completions::complete_tx(&mut tx, completion.token, &response).await?;
         }
         tx.commit(effects).await?;
         Ok((record, recorded))
