@@ -1090,6 +1090,23 @@ async fn message_kinds_outbound_reaction_location_contacts(backend: Backend) {
     .await
     .expect_error(422, "validation_failed");
     assert_eq!(fields(&r), ["message"]);
+    // `type` is not needed; another kind's type is refused, as is a member a location has not.
+    let r = send_body(
+        &server,
+        &seed,
+        with(json!({"type": "text", "location": {"latitude": 1, "longitude": 2}})),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+    assert_eq!(fields(&r), ["type"]);
+    let r = send_body(
+        &server,
+        &seed,
+        with(json!({"location": {"latitude": 1, "longitude": 2, "altitude": 30}})),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+    assert_eq!(fields(&r), ["location.altitude"]);
     assert_eq!(
         graph.received().await.len(),
         sends_before,
@@ -1120,7 +1137,7 @@ async fn message_kinds_outbound_reaction_location_contacts(backend: Backend) {
     let r = send_body(
         &server,
         &seed,
-        with(json!({"location": {"latitude": 52.52, "longitude": 13.405,
+        with(json!({"type": "location", "location": {"latitude": 52.52, "longitude": 13.405,
         "name": "Office", "address": "Main St 1"}})),
     )
     .await

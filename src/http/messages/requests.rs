@@ -114,7 +114,24 @@ pub trait FixedMembers {
     }
 }
 
-impl FixedMembers for SendMessageRequest {}
+impl FixedMembers for SendMessageRequest {
+    fn unknown_members(&self) -> ValidationErrors {
+        let mut errors = ValidationErrors::new();
+        unknown_members(
+            &mut errors,
+            self.reaction.as_ref(),
+            "reaction",
+            &["message_uuid", "emoji"],
+        );
+        unknown_members(
+            &mut errors,
+            self.location.as_ref(),
+            "location",
+            &["latitude", "longitude", "name", "address"],
+        );
+        errors
+    }
+}
 impl FixedMembers for SendMediaRequest {}
 
 impl FixedMembers for SendTemplateRequest {
@@ -216,7 +233,8 @@ fn other_kind(errors: &mut ValidationErrors, r: &SendMessageRequest) -> Option<O
     for (field, present) in [
         ("message", r.message.is_some()),
         ("interactive", r.interactive.is_some()),
-        ("type", r.message_type.is_some()),
+        // `type` is not needed; when given, it names the kind.
+        ("type", r.message_type.as_deref().is_some_and(|t| t != kind)),
     ] {
         if present {
             errors.add(field, format!("cannot be sent together with `{kind}`"));

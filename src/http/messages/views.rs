@@ -29,7 +29,8 @@ pub struct SendMessageRequest {
     /// The body text (1 to 4096 characters); required for `type: text`. For `interactive`, the
     /// body text when `interactive.body.text` is absent.
     pub message: Option<String>,
-    /// `text` (default) or `interactive`.
+    /// `text` (default) or `interactive`; with `reaction`, `location` or `contacts` it is not
+    /// needed, and when given it must name that kind.
     #[serde(rename = "type")]
     pub message_type: Option<String>,
     /// A WhatsApp Cloud API `interactive` object of type `button` (1 to 3 reply buttons) or
