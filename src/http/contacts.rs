@@ -13,20 +13,20 @@ use switchboard_store::legacy::ContactQuery;
 use super::auth::Principal;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::legacy::{cursor, page_query, path_uuid};
-use super::list_query::ListQuery;
-use super::pagination::Page;
+use super::list_query::{parsed, window};
+use super::pagination::{Page, PageRequest};
 use super::path::Path;
-use super::query::QueryParams;
+use super::query::StrictQuery;
 use super::state::AppState;
 use crate::views::messages::ContactOut;
 
-/// Query parameters of the contact list (for the OpenAPI document).
-#[derive(utoipa::IntoParams)]
+/// Query parameters of the contact list.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct ContactListParams {
     /// Page size, 1 to 200 (default 50).
-    limit: Option<i64>,
+    #[param(value_type = Option<i64>)]
+    limit: Option<String>,
     /// `next_cursor` of the previous page (keep the same filters).
     cursor: Option<String>,
     /// Only the contact with this phone (any spelling; normalized to E.164 before matching;
@@ -36,6 +36,15 @@ pub struct ContactListParams {
     since: Option<String>,
     /// Contacts created before this RFC 3339 time.
     until: Option<String>,
+}
+
+/// Query parameters of the reachability answer.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ReachabilityParams {
+    /// The channel (default: the key's channel selection, as a send's).
+    #[param(value_type = Option<i64>)]
+    channel_id: Option<String>,
 }
 
 /// The organization's contacts, newest first.
@@ -54,25 +63,15 @@ pub struct ContactListParams {
 pub async fn list_contacts(
     State(state): State<AppState>,
     principal: Principal,
-    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
+    q: Result<StrictQuery<ContactListParams>, ApiError>,
 ) -> ApiResult<Json<Page<ContactOut>>> {
     principal.require(Scope::ContactsRead)?;
-    let QueryParams(pairs) = pairs?;
-    let q = ListQuery::parse(pairs, &["limit", "cursor", "phone", "since", "until"])?;
-    let page = q.page()?;
-    let phone = q.parsed("phone", |p| {
+    let StrictQuery(q) = q?;
+    let page = PageRequest::parse(q.limit.as_deref(), q.cursor.as_deref())?;
+    let phone = parsed("phone", q.phone.as_deref(), |p| {
         Phone::parse(p).map_err(|e| format!("phone: {e} (send `+` as %2B)"))
     })?;
-    let since = q.time("since")?;
-    let until = q.time("until")?;
-    if let (Some(s), Some(u)) = (since, until) {
-        if u <= s {
-            return Err(ApiError::invalid_request(
-                "until",
-                "until must be later than since.",
-            ));
-        }
-    }
+    let (since, until) = window(q.since.as_deref(), q.until.as_deref())?;
     let rows = state
         .store
         .list_contacts(
@@ -146,7 +145,7 @@ pub struct TemplateCount {
     tag = "contacts",
     params(
         ("uuid" = String, Path, description = "The contact's UUID."),
-        ("channel_id" = Option<i64>, Query, description = "The channel (default: the key's channel selection, as a send's).")
+        ReachabilityParams
     ),
     security(("bearer" = ["contacts:read"])),
     responses(
@@ -160,16 +159,15 @@ pub async fn reachability(
     State(state): State<AppState>,
     principal: Principal,
     Path(uuid): Path<String>,
-    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
+    q: Result<StrictQuery<ReachabilityParams>, ApiError>,
 ) -> ApiResult<Json<Reachability>> {
     use switchboard_domain::channel::ChannelType;
     use switchboard_domain::channel_selection::{ChannelRequest, select_channel};
     use switchboard_domain::template::TemplateStatus;
 
     principal.require(Scope::ContactsRead)?;
-    let QueryParams(pairs) = pairs?;
-    let q = ListQuery::parse(pairs, &["channel_id"])?;
-    let channel_id = q.parsed("channel_id", |raw| {
+    let StrictQuery(q) = q?;
+    let channel_id = parsed("channel_id", q.channel_id.as_deref(), |raw| {
         raw.parse::<i64>()
             .map_err(|_| "channel_id must be an integer".to_owned())
     })?;

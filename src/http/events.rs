@@ -16,25 +16,26 @@ use switchboard_store::{OrgEventQuery, StoreError};
 
 use super::auth::Principal;
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::list_query::ListQuery;
-use super::pagination::{Cursor, Page};
-use super::query::QueryParams;
+use super::list_query::{parsed, time};
+use super::pagination::{Cursor, Page, PageRequest};
+use super::query::StrictQuery;
 use super::state::AppState;
 
-/// Query parameters of the events list (for the OpenAPI document).
-#[derive(utoipa::IntoParams)]
+/// Query parameters of the events list.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct EventsParams {
     /// Page size, 1 to 200 (default 50).
-    #[param(minimum = 1, maximum = 200)]
-    limit: Option<i64>,
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]
+    limit: Option<String>,
     /// `next_cursor` of the previous page (repeat the same filters).
     cursor: Option<String>,
     /// Only entries of this category.
-    category: Option<EventCategory>,
+    #[param(value_type = Option<EventCategory>)]
+    category: Option<String>,
     /// An exact type (`security.api_key_created`), a prefix (`team.*`) or `*` (every type).
     #[param(rename = "type", example = "security.*")]
+    #[serde(rename = "type")]
     event_type: Option<String>,
     /// `api_key:ID` (one key), `api_key` (any key), `admin` (the admin tools) or `system`.
     #[param(example = "api_key:12")]
@@ -47,19 +48,20 @@ pub struct EventsParams {
     until: Option<String>,
 }
 
-fn parse_filter(q: &ListQuery) -> Result<OrgEventFilter, ApiError> {
+fn parse_filter(q: &EventsParams) -> Result<OrgEventFilter, ApiError> {
     let filter = OrgEventFilter {
-        category: q.parsed("category", |c| c.parse::<EventCategory>())?,
+        category: parsed("category", q.category.as_deref(), |c| {
+            c.parse::<EventCategory>()
+        })?,
         // `*` selects every type, like a webhook subscription (specification 6.2).
-        event_type: q
-            .parsed("type", |t| match t {
-                "*" => Ok(None),
-                _ => TypeFilter::parse(t).map(Some),
-            })?
-            .flatten(),
-        actor: q.parsed("actor", ActorFilter::parse)?,
-        since: q.time("since")?,
-        until: q.time("until")?,
+        event_type: parsed("type", q.event_type.as_deref(), |t| match t {
+            "*" => Ok(None),
+            _ => TypeFilter::parse(t).map(Some),
+        })?
+        .flatten(),
+        actor: parsed("actor", q.actor.as_deref(), ActorFilter::parse)?,
+        since: time("since", q.since.as_deref())?,
+        until: time("until", q.until.as_deref())?,
     };
     if let (Some(since), Some(until)) = (filter.since, filter.until) {
         if until < since {
@@ -90,16 +92,11 @@ fn parse_filter(q: &ListQuery) -> Result<OrgEventFilter, ApiError> {
 pub async fn list_events(
     State(state): State<AppState>,
     principal: Principal,
-    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+    q: Result<StrictQuery<EventsParams>, ApiError>,
 ) -> ApiResult<Json<Page<OrgEvent>>> {
     principal.require(Scope::EventsRead)?;
-    let q = ListQuery::parse(
-        pairs,
-        &[
-            "limit", "cursor", "category", "type", "actor", "since", "until",
-        ],
-    )?;
-    let page = q.page()?;
+    let StrictQuery(q) = q?;
+    let page = PageRequest::parse(q.limit.as_deref(), q.cursor.as_deref())?;
     let filter = parse_filter(&q)?;
     let rows = state
         .store

@@ -122,6 +122,23 @@ impl Cursor {
     }
 }
 
+/// The query parameters of a list that has no filters: `limit` and `cursor`.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageParams {
+    /// Page size, 1 to 200 (default 50).
+    #[param(value_type = Option<i64>)]
+    pub limit: Option<String>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+impl PageParams {
+    pub fn page(&self) -> Result<PageRequest, ApiError> {
+        PageRequest::parse(self.limit.as_deref(), self.cursor.as_deref())
+    }
+}
+
 /// Parsed `limit` and `cursor` query parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageRequest {

@@ -13,9 +13,9 @@ use switchboard_domain::template::TemplateStatus;
 
 use super::auth::Principal;
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::list_query::ListQuery;
-use super::pagination::{Page, cursor, page_query};
-use super::query::QueryParams;
+use super::list_query::parsed;
+use super::pagination::{Page, PageRequest, cursor, page_query};
+use super::query::StrictQuery;
 use super::state::AppState;
 
 pub const TEMPLATES_PATH: &str = "/api/v1/integrations/templates";
@@ -23,17 +23,18 @@ pub const TEMPLATES_PATH: &str = "/api/v1/integrations/templates";
 /// The longest template name looked at (WhatsApp's limit is 512).
 const MAX_NAME: usize = 512;
 
-/// Query parameters of the catalogue (for the OpenAPI document).
-#[derive(utoipa::IntoParams)]
+/// Query parameters of the catalogue (also the legacy `GET /api/templates`'s).
+#[derive(serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct TemplateListParams {
     /// Page size, 1 to 200 (default 50).
-    limit: Option<i64>,
+    #[param(value_type = Option<i64>)]
+    limit: Option<String>,
     /// `next_cursor` of the previous page (keep the same filters).
     cursor: Option<String>,
     /// Only this channel's templates (a channel of another organization gives an empty list).
-    channel_id: Option<i64>,
+    #[param(value_type = Option<i64>)]
+    channel_id: Option<String>,
     /// `approved`, `pending`, `rejected`, `paused` or `disabled`.
     status: Option<String>,
     /// Only templates with exactly this name (every language).
@@ -57,9 +58,9 @@ pub struct TemplateListParams {
 pub async fn list_templates(
     State(state): State<AppState>,
     principal: Principal,
-    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
+    q: Result<StrictQuery<TemplateListParams>, ApiError>,
 ) -> ApiResult<Json<Page<TemplateOut>>> {
-    list_page(&state, &principal, pairs?.0).await
+    list_page(&state, &principal, q).await
 }
 
 /// A page of the catalogue (also the legacy `GET /api/templates`, which has the same
@@ -67,22 +68,22 @@ pub async fn list_templates(
 pub(crate) async fn list_page(
     state: &AppState,
     principal: &Principal,
-    pairs: Vec<(String, String)>,
+    q: Result<StrictQuery<TemplateListParams>, ApiError>,
 ) -> ApiResult<Json<Page<TemplateOut>>> {
     principal.require(Scope::TemplatesRead)?;
-    let q = ListQuery::parse(pairs, &["limit", "cursor", "channel_id", "status", "name"])?;
-    let page = q.page()?;
-    let channel_id = q.parsed("channel_id", |raw| {
+    let StrictQuery(q) = q?;
+    let page = PageRequest::parse(q.limit.as_deref(), q.cursor.as_deref())?;
+    let channel_id = parsed("channel_id", q.channel_id.as_deref(), |raw| {
         raw.trim()
             .parse::<i64>()
             .map_err(|_| "channel_id must be a channel's numeric id".to_owned())
     })?;
-    let status = q.parsed("status", |raw| {
+    let status = parsed("status", q.status.as_deref(), |raw| {
         raw.parse::<TemplateStatus>().map_err(|_| {
             "status must be approved, pending, rejected, paused or disabled".to_owned()
         })
     })?;
-    let name = q.parsed("name", |raw| {
+    let name = parsed("name", q.name.as_deref(), |raw| {
         let raw = raw.trim();
         if raw.is_empty() || raw.chars().count() > MAX_NAME {
             Err(format!("name must be 1 to {MAX_NAME} characters"))

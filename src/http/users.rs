@@ -15,10 +15,10 @@ use switchboard_domain::user::MembershipStatus;
 use switchboard_store::{Member, MemberQuery};
 
 use super::auth::Principal;
-use super::error::{ApiResult, ErrorBody};
-use super::list_query::ListQuery;
-use super::pagination::{Cursor, Page};
-use super::query::QueryParams;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::list_query::parsed;
+use super::pagination::{Cursor, Page, PageRequest};
+use super::query::StrictQuery;
 use super::state::AppState;
 
 /// A member of the organization: the person, the membership, the role and the effective
@@ -99,14 +99,13 @@ impl From<&Member> for UserOut {
     }
 }
 
-/// Query parameters of the users list (for the OpenAPI document).
-#[derive(utoipa::IntoParams)]
+/// Query parameters of the users list.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct UsersParams {
     /// Page size, 1 to 200 (default 50).
-    #[param(minimum = 1, maximum = 200)]
-    limit: Option<i64>,
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]
+    limit: Option<String>,
     /// `next_cursor` of the previous page.
     cursor: Option<String>,
     /// Only members with this role.
@@ -132,12 +131,12 @@ pub struct UsersParams {
 pub async fn list_users(
     State(state): State<AppState>,
     principal: Principal,
-    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+    q: Result<StrictQuery<UsersParams>, ApiError>,
 ) -> ApiResult<Json<Page<UserOut>>> {
     principal.require(Scope::UsersRead)?;
-    let q = ListQuery::parse(pairs, &["limit", "cursor", "role"])?;
-    let page = q.page()?;
-    let role = q.parsed("role", |r| r.parse::<Role>())?;
+    let StrictQuery(q) = q?;
+    let page = PageRequest::parse(q.limit.as_deref(), q.cursor.as_deref())?;
+    let role = parsed("role", q.role.as_deref(), |r| r.parse::<Role>())?;
     let members = state
         .store
         .list_members(

@@ -1137,8 +1137,10 @@ async fn message_kinds_outbound_reaction_location_contacts(backend: Backend) {
     let r = send_body(
         &server,
         &seed,
-        with(json!({"type": "location", "location": {"latitude": 52.52, "longitude": 13.405,
-        "name": "Office", "address": "Main St 1"}})),
+        with(
+            json!({"type": "location", "location": {"latitude": 52.52, "longitude": 13.405,
+        "name": "Office", "address": "Main St 1"}}),
+        ),
     )
     .await
     .expect(201);

@@ -20,9 +20,8 @@ use switchboard_store::legacy::CannedReplyRecord;
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};
 use super::super::json::LenientJsonBody;
-use super::super::list_query::ListQuery;
 use super::super::pagination::Page;
-use super::super::query::QueryParams;
+use super::super::query::StrictQuery;
 use super::super::state::AppState;
 use super::groups::PageParams;
 use super::{cursor, page_query, path_uuid};
@@ -119,11 +118,10 @@ fn store_error(e: StoreError) -> ApiError {
 pub async fn list_canned_replies(
     State(state): State<AppState>,
     principal: Principal,
-    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
+    q: Result<StrictQuery<PageParams>, ApiError>,
 ) -> ApiResult<Json<Page<CannedReplyOut>>> {
     principal.require(Scope::CannedRepliesRead)?;
-    let QueryParams(pairs) = pairs?;
-    let page = ListQuery::parse(pairs, &["limit", "cursor"])?.page()?;
+    let page = q?.0.page()?;
     let rows = state
         .store
         .list_canned_replies(principal.org_id, page_query(&page))

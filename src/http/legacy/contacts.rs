@@ -28,9 +28,9 @@ use switchboard_store::legacy::{ContactPatch, ContactQuery};
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};
 use super::super::json::LenientJsonBody;
-use super::super::list_query::ListQuery;
-use super::super::pagination::Page;
-use super::super::query::QueryParams;
+use super::super::list_query::parsed;
+use super::super::pagination::{Page, PageRequest};
+use super::super::query::StrictQuery;
 use super::super::state::AppState;
 use super::{cursor, page_query, path_uuid};
 
@@ -70,13 +70,13 @@ fn duplicate_phone() -> ApiError {
     ApiError::validation_field("phone", DUPLICATE_PHONE)
 }
 
-/// Query parameters of the contact list (for the OpenAPI document).
-#[derive(utoipa::IntoParams)]
+/// Query parameters of the contact list.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct ContactsParams {
     /// Page size, 1 to 200 (default 50).
-    limit: Option<i64>,
+    #[param(value_type = Option<i64>)]
+    limit: Option<String>,
     /// `next_cursor` of the previous page.
     cursor: Option<String>,
     /// Only the contact with this phone (normalized to E.164 before matching).
@@ -101,14 +101,15 @@ pub struct ContactsParams {
 pub async fn list_contacts(
     State(state): State<AppState>,
     principal: Principal,
-    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
+    q: Result<StrictQuery<ContactsParams>, ApiError>,
 ) -> ApiResult<Json<Page<ContactOut>>> {
     principal.require(Scope::ContactsRead)?;
-    let QueryParams(pairs) = pairs?;
-    let q = ListQuery::parse(pairs, &["limit", "cursor", "phone", "name"])?;
-    let page = q.page()?;
-    let phone = q.parsed("phone", |p| Phone::parse(p).map_err(|e| e.to_string()))?;
-    let name = match q.get("name") {
+    let StrictQuery(q) = q?;
+    let page = PageRequest::parse(q.limit.as_deref(), q.cursor.as_deref())?;
+    let phone = parsed("phone", q.phone.as_deref(), |p| {
+        Phone::parse(p).map_err(|e| e.to_string())
+    })?;
+    let name = match q.name.as_deref() {
         Some(n) if n.trim().is_empty() || n.chars().count() > 200 || n.contains('\0') => {
             return Err(ApiError::invalid_request(
                 "name",

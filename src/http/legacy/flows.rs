@@ -28,12 +28,11 @@ use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};
 use super::super::idempotency;
 use super::super::json::parse;
-use super::super::list_query::ListQuery;
 use super::super::messages::{
     SendResponse, addressing, plain_completion, plain_outcome, send_context,
 };
 use super::super::pagination::Page;
-use super::super::query::QueryParams;
+use super::super::query::StrictQuery;
 use super::super::state::AppState;
 use super::groups::PageParams;
 use super::{cursor, page_query, path_uuid};
@@ -95,10 +94,10 @@ pub struct TriggerRequest {
 pub async fn list_flows(
     State(state): State<AppState>,
     principal: Principal,
-    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+    q: Result<StrictQuery<PageParams>, ApiError>,
 ) -> ApiResult<Json<Page<FlowOut>>> {
     principal.require(Scope::FlowRead)?;
-    let page = ListQuery::parse(pairs, &["limit", "cursor"])?.page()?;
+    let page = q?.0.page()?;
     let rows = state
         .store
         .list_flows(principal.org_id, page_query(&page))

@@ -22,9 +22,8 @@ use switchboard_store::legacy::{GroupRecord, MembershipOutcome, PageQuery};
 use super::super::auth::Principal;
 use super::super::error::{ApiError, ApiResult, ErrorBody};
 use super::super::json::LenientJsonBody;
-use super::super::list_query::ListQuery;
 use super::super::pagination::Page;
-use super::super::query::QueryParams;
+use super::super::query::StrictQuery;
 use super::super::state::AppState;
 use super::{cursor, page_query, path_uuid};
 
@@ -81,16 +80,7 @@ fn group_not_found(e: StoreError) -> ApiError {
     }
 }
 
-/// Query parameters of pages (for the OpenAPI document).
-#[derive(utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct PageParams {
-    /// Page size, 1 to 200 (default 50).
-    limit: Option<i64>,
-    /// `next_cursor` of the previous page.
-    cursor: Option<String>,
-}
+pub use crate::http::pagination::PageParams;
 
 /// List groups, newest first.
 #[utoipa::path(
@@ -108,11 +98,10 @@ pub struct PageParams {
 pub async fn list_groups(
     State(state): State<AppState>,
     principal: Principal,
-    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
+    q: Result<StrictQuery<PageParams>, ApiError>,
 ) -> ApiResult<Json<Page<GroupOut>>> {
     principal.require(Scope::GroupsRead)?;
-    let QueryParams(pairs) = pairs?;
-    let page = ListQuery::parse(pairs, &["limit", "cursor"])?.page()?;
+    let page = q?.0.page()?;
     let rows = state
         .store
         .list_groups(principal.org_id, page_query(&page))
@@ -222,11 +211,10 @@ pub async fn list_members(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<String>,
-    pairs: Result<QueryParams<Vec<(String, String)>>, ApiError>,
+    q: Result<StrictQuery<PageParams>, ApiError>,
 ) -> ApiResult<Json<Page<ContactOut>>> {
     principal.require(Scope::GroupsRead)?;
-    let QueryParams(pairs) = pairs?;
-    let page = ListQuery::parse(pairs, &["limit", "cursor"])?.page()?;
+    let page = q?.0.page()?;
     let g = find(&state, &principal, &id).await?;
     let rows = state
         .store

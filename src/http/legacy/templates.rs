@@ -11,17 +11,18 @@ use axum::routing::get;
 use crate::views::templates::TemplateOut;
 
 use super::super::auth::Principal;
-use super::super::error::{ApiResult, ErrorBody};
+use super::super::error::{ApiError, ApiResult, ErrorBody};
 use super::super::pagination::Page;
-use super::super::query::QueryParams;
+use super::super::query::StrictQuery;
 use super::super::state::AppState;
+use crate::http::templates::TemplateListParams;
 
 /// The organization's template catalogue, newest first.
 #[utoipa::path(
     get,
     path = "/api/templates",
     tag = "legacy",
-    params(crate::http::templates::TemplateListParams),
+    params(TemplateListParams),
     security(("bearer" = ["templates:read"])),
     responses(
         (status = 200, description = "A page of catalog templates, newest first.", body = Page<TemplateOut>),
@@ -32,9 +33,9 @@ use super::super::state::AppState;
 pub async fn list_templates(
     State(state): State<AppState>,
     principal: Principal,
-    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+    q: Result<StrictQuery<TemplateListParams>, ApiError>,
 ) -> ApiResult<Json<Page<TemplateOut>>> {
-    crate::http::templates::list_page(&state, &principal, pairs).await
+    crate::http::templates::list_page(&state, &principal, q).await
 }
 
 pub fn router() -> Router<AppState> {

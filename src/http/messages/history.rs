@@ -16,36 +16,35 @@ use super::MAX_SLUG_INPUT;
 use crate::http::auth::Principal;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::pagination::{Page, PageRequest};
-use crate::http::query::{AcceptedParams, StrictQuery};
+use crate::http::query::StrictQuery;
 use crate::http::state::AppState;
 
-#[derive(Debug, Default, Deserialize)]
+/// Query parameters of the message history.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct HistoryQuery {
+    /// 1 to 200, default 50.
+    #[param(value_type = Option<i64>)]
     limit: Option<String>,
+    /// The next_cursor of the previous page.
     cursor: Option<String>,
+    /// Only this channel.
+    #[param(value_type = Option<i64>)]
     channel_id: Option<String>,
+    /// Only this channel (slug, UUID, provider identifier or name).
     channel_slug: Option<String>,
+    /// Only this contact.
     contact_uuid: Option<String>,
+    /// Only this conversation.
     conversation_uuid: Option<String>,
+    /// outbound or inbound.
     direction: Option<String>,
+    /// queued, sent, delivered, read, failed or received.
     status: Option<String>,
+    /// Created at or after (RFC 3339).
     since: Option<String>,
+    /// Created before (RFC 3339).
     until: Option<String>,
-}
-
-impl AcceptedParams for HistoryQuery {
-    const ACCEPTED: &'static [&'static str] = &[
-        "limit",
-        "cursor",
-        "channel_id",
-        "channel_slug",
-        "contact_uuid",
-        "conversation_uuid",
-        "direction",
-        "status",
-        "since",
-        "until",
-    ];
 }
 
 fn bad(param: &str, message: impl Into<String>) -> ApiError {
@@ -75,18 +74,7 @@ fn time_param(param: &str, v: Option<&str>) -> ApiResult<Option<Timestamp>> {
     path = "/api/v1/integrations/messages",
     tag = "messages",
     security(("bearer" = ["messages:read"])),
-    params(
-        ("limit" = Option<i64>, Query, description = "1 to 200, default 50."),
-        ("cursor" = Option<String>, Query, description = "The next_cursor of the previous page."),
-        ("channel_id" = Option<i64>, Query, description = "Only this channel."),
-        ("channel_slug" = Option<String>, Query, description = "Only this channel (slug, UUID, provider identifier or name)."),
-        ("contact_uuid" = Option<String>, Query, description = "Only this contact."),
-        ("conversation_uuid" = Option<String>, Query, description = "Only this conversation."),
-        ("direction" = Option<String>, Query, description = "outbound or inbound."),
-        ("status" = Option<String>, Query, description = "queued, sent, delivered, read, failed or received."),
-        ("since" = Option<String>, Query, description = "Created at or after (RFC 3339)."),
-        ("until" = Option<String>, Query, description = "Created before (RFC 3339)."),
-    ),
+    params(HistoryQuery),
     responses(
         (status = 200, description = "A page of messages, newest first.", body = Page<MessageOut>),
         (status = 400, description = "invalid_request: a bad limit, cursor or filter (details.param names it).", body = ErrorBody),

@@ -143,13 +143,19 @@ impl FixedMembers for SendTemplateRequest {
             "template",
             &["name", "language", "components"],
         );
-        unknown_members(
-            &mut errors,
-            self.consent.as_ref(),
-            "consent",
-            &["confirmed", "purpose", "source", "reference", "captured_at"],
-        );
+        let consent = members_of::<super::views::ConsentInput>();
+        let consent: Vec<&str> = consent.iter().map(String::as_str).collect();
+        unknown_members(&mut errors, self.consent.as_ref(), "consent", &consent);
         errors
+    }
+}
+
+/// The members of an object schema (sorted by name).
+fn members_of<T: utoipa::ToSchema>() -> Vec<String> {
+    use utoipa::openapi::{RefOr, schema::Schema};
+    match T::schema() {
+        RefOr::T(Schema::Object(o)) => o.properties.keys().cloned().collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -425,4 +431,17 @@ pub fn catalog_request(r: SendTemplateRequest) -> Result<SendPlan, ApiError> {
             first_name,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_consent_members_are_its_schemas() {
+        assert_eq!(
+            members_of::<super::super::views::ConsentInput>(),
+            ["captured_at", "confirmed", "purpose", "reference", "source"]
+        );
+    }
 }

@@ -123,8 +123,10 @@ pub struct SendTemplateRequest {
     pub first_name: Option<String>,
 }
 
-/// The opt-in evidence of a catalog template send (documentation of the `consent` object).
-#[allow(dead_code)]
+/// The opt-in evidence of a catalog template send: the `consent` object's schema, and through
+/// it the members a v1 body may give (`requests::FixedMembers`); its values are read by the
+/// domain's `parse_consent`, which names each problem.
+#[allow(dead_code)] // Read through its schema, never built.
 #[derive(utoipa::ToSchema)]
 pub struct ConsentInput {
     /// Must be `true`.

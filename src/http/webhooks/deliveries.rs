@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::http::pagination::{Cursor, Page, PageRequest};
 use crate::http::path::Path;
-use crate::http::query::{AcceptedParams, StrictQuery};
+use crate::http::query::StrictQuery;
 use crate::ops::webhooks as ops;
 use switchboard_domain::Timestamp;
 use switchboard_domain::scope::Scope;
@@ -145,18 +145,6 @@ pub struct DeliveryParams {
     pub since: Option<String>,
     /// Deliveries created before this RFC 3339 time.
     pub until: Option<String>,
-}
-
-impl AcceptedParams for DeliveryParams {
-    const ACCEPTED: &'static [&'static str] = &[
-        "limit",
-        "cursor",
-        "status",
-        "event",
-        "endpoint_uuid",
-        "since",
-        "until",
-    ];
 }
 
 fn parse_time(param: &str, raw: &str) -> ApiResult<Timestamp> {

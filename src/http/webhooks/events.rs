@@ -8,9 +8,8 @@ use switchboard_domain::webhooks::catalogue;
 
 use crate::http::auth::Principal;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::list_query::ListQuery;
-use crate::http::pagination::{Cursor, Page};
-use crate::http::query::QueryParams;
+use crate::http::pagination::{Cursor, Page, PageRequest};
+use crate::http::query::StrictQuery;
 
 /// One event of the catalogue.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
@@ -35,10 +34,7 @@ pub struct EventTypeOut {
     operation_id = "list_webhook_events",
     tag = "webhooks",
     security(("bearer" = ["webhooks:read"])),
-    params(
-        ("limit" = Option<String>, Query, description = "1 to 200 (default 50)."),
-        ("cursor" = Option<String>, Query, description = "The next_cursor of the previous page."),
-    ),
+    params(super::PageParams),
     responses(
         (status = 200, description = "A page of the 146 events.", body = Page<EventTypeOut>),
         (status = 400, description = "A bad limit, cursor or parameter.", body = ErrorBody),
@@ -46,11 +42,11 @@ pub struct EventTypeOut {
 )]
 pub async fn list_events(
     principal: Principal,
-    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+    q: Result<StrictQuery<super::PageParams>, ApiError>,
 ) -> ApiResult<Json<Page<EventTypeOut>>> {
     principal.require(Scope::WebhooksRead)?;
-    let q = ListQuery::parse(pairs, &["limit", "cursor"])?;
-    let page = q.page()?;
+    let StrictQuery(q) = q?;
+    let page = PageRequest::parse(q.limit.as_deref(), q.cursor.as_deref())?;
     // A position is the index of the last event served.
     let start = match page.cursor {
         None => 0,

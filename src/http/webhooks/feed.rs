@@ -15,8 +15,8 @@ use futures::Stream;
 use crate::http::auth::Principal;
 use crate::http::cursor;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::list_query::ListQuery;
-use crate::http::query::QueryParams;
+use crate::http::list_query::parsed;
+use crate::http::query::StrictQuery;
 use crate::http::state::AppState;
 use switchboard_domain::scope::Scope;
 use switchboard_domain::webhooks::catalogue::Pattern;
@@ -116,20 +116,21 @@ pub struct FeedParams {
 pub async fn event_feed(
     State(state): State<AppState>,
     principal: Principal,
-    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+    q: Result<StrictQuery<FeedParams>, ApiError>,
 ) -> ApiResult<Response> {
     principal.require(Scope::WebhooksRead)?;
-    let q = ListQuery::parse(pairs, &["after", "limit", "events"])?;
-    let limit = q
-        .parsed("limit", |raw| match raw.trim().parse::<i64>() {
+    let StrictQuery(q) = q?;
+    let limit = parsed("limit", q.limit.as_deref(), |raw| {
+        match raw.trim().parse::<i64>() {
             Ok(n) if (1..=MAX_FEED_LIMIT).contains(&n) => Ok(n),
             _ => Err(format!(
                 "limit must be a whole number from 1 to {MAX_FEED_LIMIT}."
             )),
-        })?
-        .unwrap_or(DEFAULT_FEED_LIMIT);
-    let (events, filters) = parse_events(q.get("events"))?;
-    let after = match q.get("after") {
+        }
+    })?
+    .unwrap_or(DEFAULT_FEED_LIMIT);
+    let (events, filters) = parse_events(q.events.as_deref())?;
+    let after = match q.after.as_deref() {
         Some(raw) => decode(&state, &filters, raw)?,
         None => FeedPosition::default(),
     };
@@ -193,17 +194,17 @@ pub async fn event_stream(
     State(state): State<AppState>,
     principal: Principal,
     headers: HeaderMap,
-    QueryParams(pairs): QueryParams<Vec<(String, String)>>,
+    q: Result<StrictQuery<StreamParams>, ApiError>,
 ) -> ApiResult<Response> {
     principal.require(Scope::WebhooksRead)?;
-    let q = ListQuery::parse(pairs, &["events", "after"])?;
-    let (events, filters) = parse_events(q.get("events"))?;
+    let StrictQuery(q) = q?;
+    let (events, filters) = parse_events(q.events.as_deref())?;
     let resume = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty())
         .map(str::to_owned)
-        .or_else(|| q.get("after").map(str::to_owned));
+        .or(q.after);
     let start = match resume {
         Some(raw) => decode(&state, &filters, &raw)?,
         // New events only: from the end of the feed as it is now.

@@ -17,7 +17,6 @@ pub mod secrets;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::ops::webhooks::{Deps, WebhookError};
@@ -116,18 +115,7 @@ pub(crate) fn path_uuid(raw: &str, what: &str) -> ApiResult<Uuid> {
     Uuid::parse_str(raw).map_err(|_| ApiError::not_found(what))
 }
 
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct PageParams {
-    /// 1 to 200 (default 50).
-    pub limit: Option<String>,
-    /// `next_cursor` of the previous page.
-    pub cursor: Option<String>,
-}
-
-impl crate::http::query::AcceptedParams for PageParams {
-    const ACCEPTED: &'static [&'static str] = &["limit", "cursor"];
-}
+pub use crate::http::pagination::PageParams;
 
 pub fn router() -> Router<AppState> {
     Router::new()
