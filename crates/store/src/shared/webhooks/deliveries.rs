@@ -2,6 +2,7 @@
 //! transition `delivery::after_attempt` decides, applied here), and the schedule.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -11,12 +12,13 @@ use uuid::Uuid;
 
 use super::super::write::WriteTx;
 use super::endpoints::{endpoint_status, hold_deliveries};
-use super::{Backend, Conn, Db, dialect, push_in_list};
+use super::{Backend, Conn, Db, dialect, push_in_list, sql};
 use crate::webhooks::*;
 use crate::{StoreError, StoreResult};
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::ChannelIdentity;
 use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::webhooks::claim;
 use switchboard_domain::webhooks::delivery::{self, EndpointHealth};
 use switchboard_domain::webhooks::destination::DestinationType;
 
@@ -144,9 +146,9 @@ async fn lock_health(conn: &mut Conn, id: i64) -> StoreResult<Option<EndpointHea
     row.map(TryInto::try_into).transpose()
 }
 
-/// Splits the outcomes still leased (`order`) into plain successes (a 2xx whose endpoint's
-/// failure count is zero, or which has no endpoint) and the rest, keeping the order of the
-/// rest. The failure counts are read without a lock: a failure committed after this read
+/// Splits the outcomes still leased (`order`) into plain successes
+/// (`delivery::is_plain_success`: a 2xx whose endpoint's failure count is zero, or which has
+/// no endpoint) and the rest, keeping the order of the rest. The failure counts are read without a lock: a failure committed after this read
 /// serializes after this batch, so leaving its count alone is correct.
 async fn split_plain_successes(
     conn: &mut Conn,
@@ -176,10 +178,11 @@ async fn split_plain_successes(
             .collect()
     };
     Ok(order.into_iter().partition(|i| {
-        successes(i)
-            && leased[&outcomes[*i].delivery_id]
-                .endpoint_id
-                .is_none_or(|e| !failing.contains(&e))
+        let endpoint = leased[&outcomes[*i].delivery_id].endpoint_id;
+        delivery::is_plain_success(
+            outcomes[*i].disposition,
+            endpoint.is_some_and(|e| failing.contains(&e)),
+        )
     }))
 }
 
@@ -189,7 +192,8 @@ const SUCCESS_CHUNK: usize = 64;
 
 /// Records plain successes (`which`, indexes into `outcomes`) with one `UPDATE ... FROM
 /// (VALUES ...)` and one multi-row attempt insert per chunk, each delivery only while its
-/// claim still holds it. Returns the indexes recorded.
+/// claim still holds it: each takes the transition `delivery::plain_success` (what
+/// `after_attempt` decides for it), delivered at its own time. Returns the indexes recorded.
 async fn record_successes(
     conn: &mut Conn,
     outcomes: &[AttemptOutcome],
@@ -197,12 +201,20 @@ async fn record_successes(
 ) -> StoreResult<Vec<usize>> {
     let mut recorded = Vec::with_capacity(which.len());
     for chunk in which.chunks(SUCCESS_CHUNK) {
-        let mut qb = QueryBuilder::<Db>::new(
-            "UPDATE webhook_deliveries SET status = 'delivered', due_at = NULL, next_attempt_at = NULL,
-                    lease_token = NULL, lease_until = NULL, response_status = v.column3, error_code = NULL, error_message = NULL,
-                    delivered_at = v.column4, updated_at = v.column4
-             FROM (",
-        );
+        // The same for every plain success but its time (`delivered_at`, bound per row).
+        let t = delivery::plain_success(outcomes[chunk[0]].now);
+        debug_assert_eq!(t.delivered_at, Some(outcomes[chunk[0]].now));
+        let mut qb = QueryBuilder::<Db>::new("UPDATE webhook_deliveries SET status = ");
+        qb.push_bind(t.status.as_str())
+            .push(", due_at = ")
+            .push_bind(t.next_attempt_at)
+            .push(", next_attempt_at = ")
+            .push_bind(t.next_attempt_at)
+            .push(", lease_token = NULL, lease_until = NULL, response_status = v.column3, error_code = ")
+            .push_bind(t.error_code)
+            .push(", error_message = ")
+            .push_bind(t.error_message)
+            .push(", delivered_at = v.column4, updated_at = v.column4 FROM (");
         qb.push_values(chunk, |mut row, &i| {
             let o = &outcomes[i];
             row.push_bind(o.delivery_id)
@@ -318,17 +330,22 @@ async fn record_one(
                 .await?;
         }
         if let Some(reason) = &t.disabled_reason {
-            sqlx::query(
-                "UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1, disabled_at = $2,
-                        updated_at = $3
-                 WHERE id = $4 AND status = 'active'",
-            )
-            .bind(reason)
-            .bind(o.now)
-            .bind(o.now)
-            .bind(id)
-            .execute(&mut *conn)
-            .await?;
+            static DISABLE: LazyLock<String> = LazyLock::new(|| {
+                format!(
+                    "UPDATE webhook_endpoints SET status = {}, disabled_reason = $1, disabled_at = $2,
+                            updated_at = $3
+                     WHERE id = $4 AND status = {}",
+                    *sql::DISABLED,
+                    *sql::ACTIVE
+                )
+            });
+            sqlx::query(&DISABLE)
+                .bind(reason)
+                .bind(o.now)
+                .bind(o.now)
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
             hold_deliveries(conn, id, o.now).await?;
         }
         health.apply(&t);
@@ -347,22 +364,17 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
     if req.is_empty() {
         return Ok(Vec::new());
     }
-    // Per endpoint, this instance holds at most `per_endpoint` deliveries to attempt at once
-    // and, ahead of its free slots, the room `ahead` gives the endpoint.
+    // The policy is the domain's (`claim::choose`): read the candidates, choose, lease.
     let no_room = HashMap::new();
-    let (ahead_limit, room) = req
-        .ahead
-        .as_ref()
-        .map_or((0, &no_room), |a| (a.limit, &a.room));
-    let most = |key: i64| req.per_endpoint + room.get(&key).copied().unwrap_or(0);
-    let saturated: Vec<i64> = req
-        .in_flight
-        .iter()
-        .filter(|(id, n)| **n >= most(**id))
-        .map(|(id, _)| *id)
-        .collect();
-    let total = req.limit + ahead_limit;
-    let scan = (total * 4).clamp(16, 1000) as i64;
+    let limits = claim::Limits {
+        limit: req.limit,
+        per_endpoint: req.per_endpoint,
+        in_flight: &req.in_flight,
+        ahead_limit: req.ahead.as_ref().map_or(0, |a| a.limit),
+        room: req.ahead.as_ref().map_or(&no_room, |a| &a.room),
+    };
+    let saturated = limits.saturated();
+    let scan = i64::try_from(limits.scan()).unwrap_or(i64::MAX);
     let mut qb = QueryBuilder::<Db>::new(
         "SELECT id, endpoint_id, attempts, lease_token, last_attempt_at, next_attempt_at FROM webhook_deliveries
              WHERE due_at IS NOT NULL AND due_at <= ",
@@ -383,32 +395,16 @@ async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<C
         .push_bind(scan)
         .push(dialect::SKIP_LOCKED);
     let candidates: Vec<CandidateRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
-
-    // Keep within each endpoint's room in this instance: first the deliveries to attempt at
-    // once, then those ahead.
-    let mut used: HashMap<i64, usize> = HashMap::new();
-    let mut chosen: Vec<(CandidateRow, bool)> = Vec::new();
-    let (mut now_count, mut ahead_count) = (0, 0);
-    for c in candidates {
-        if now_count >= req.limit && ahead_count >= ahead_limit {
-            break;
-        }
-        let key = c.endpoint_id.unwrap_or(0);
-        let n = used
-            .entry(key)
-            .or_insert_with(|| req.in_flight.get(&key).copied().unwrap_or(0));
-        let ahead = if now_count < req.limit && *n < req.per_endpoint {
-            now_count += 1;
-            false
-        } else if ahead_count < ahead_limit && room.contains_key(&key) && *n < most(key) {
-            ahead_count += 1;
-            true
-        } else {
-            continue;
-        };
-        *n += 1;
-        chosen.push((c, ahead));
-    }
+    // Deliveries without an endpoint count together, under key 0.
+    let picks = claim::choose(
+        &limits,
+        candidates.iter().map(|c| c.endpoint_id.unwrap_or(0)),
+    );
+    let mut candidates: Vec<Option<CandidateRow>> = candidates.into_iter().map(Some).collect();
+    let chosen: Vec<(CandidateRow, bool)> = picks
+        .into_iter()
+        .filter_map(|p| candidates[p.index].take().map(|c| (c, p.ahead)))
+        .collect();
     if chosen.is_empty() {
         return Ok(Vec::new());
     }
@@ -647,9 +643,10 @@ async fn record_in(
         results[i] = recorded;
     }
     for i in record_successes(tx, outcomes, &fast).await? {
+        let t = delivery::plain_success(outcomes[i].now);
         results[i] = AttemptRecorded::Done {
-            status: DeliveryStatus::Delivered,
-            endpoint_disabled: false,
+            status: t.status,
+            endpoint_disabled: t.disabled_reason.is_some(),
         };
         let d = &leased[&outcomes[i].delivery_id];
         if let (Some(e), Some(k)) = (d.endpoint_id, d.order_key) {
