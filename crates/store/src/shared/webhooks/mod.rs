@@ -1,13 +1,16 @@
 //! Webhooks in the store, by aggregate: the fan-out of outbox events into deliveries
 //! (`fan_out`, called by `write_effects_tx`), endpoints and their held deliveries
-//! (`endpoints`), the dispatcher's claims and the outcomes of attempts (`deliveries`), and the
-//! delivery ledger (`ledger`); the chains of ordered endpoints (`chains`).
+//! (`endpoints`), the dispatcher's claims (`claims`) and the outcomes of attempts
+//! (`deliveries`), and the delivery ledger (`ledger`); the chains of ordered endpoints
+//! (`chains`); the attempt log (`attempts`).
 //!
 //! The rules stay in the domain: status names, the sets of statuses a statement selects and
 //! the status changes its `CASE` makes are built from `delivery` (see [`sql`]), never written
 //! here as literals (`tests/architecture.rs` checks it).
 
+mod attempts;
 mod chains;
+mod claims;
 mod deliveries;
 mod endpoints;
 mod fan_out;

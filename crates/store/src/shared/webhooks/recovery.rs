@@ -27,6 +27,46 @@ const SELECT_RECOVERY: &str =
         r.events_matched, r.deliveries_queued, r.error, r.created_at, r.completed_at
  FROM webhook_recoveries r JOIN webhook_endpoints ep ON ep.id = r.endpoint_id ";
 
+/// A page's lease renewal (it locks the row).
+static RENEW: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE webhook_recoveries SET lease_until = $1
+         WHERE id = $2 AND lease_token = $3 AND status = {}
+         RETURNING org_id, endpoint_id, since, until, cursor_at, cursor_id",
+        sql::name(RecoveryStatus::Running.as_str())
+    )
+});
+
+/// A recovery ends failed.
+static FAIL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE webhook_recoveries SET status = {}, error = $1, completed_at = $2,
+                lease_token = NULL, lease_until = NULL
+         WHERE id = $3",
+        sql::name(RecoveryStatus::Failed.as_str())
+    )
+});
+
+/// A page's progress, completing the recovery after its last page.
+static PROGRESS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE webhook_recoveries
+         SET events_matched = events_matched + $1, deliveries_queued = deliveries_queued + $2,
+             cursor_at = COALESCE($3, cursor_at), cursor_id = COALESCE($4, cursor_id),
+             status = CASE WHEN $5 THEN {} ELSE status END,
+             completed_at = CASE WHEN $6 THEN $7 ELSE completed_at END,
+             lease_token = CASE WHEN $8 THEN NULL ELSE lease_token END,
+             lease_until = CASE WHEN $9 THEN NULL ELSE lease_until END
+         WHERE id = $10",
+        sql::name(RecoveryStatus::Completed.as_str())
+    )
+});
+
+/// The statuses of deliveries that cover their event: a recovery does not queue it again
+/// (`delivery::recovery_requeues`).
+static COVERING: LazyLock<String> =
+    LazyLock::new(|| sql::statuses(|s| !delivery::recovery_requeues(s)));
+
 /// A bulk retry's change (`delivery::bulk_retry`), up to its due time.
 static BULK_RETRY_SET: LazyLock<String> = LazyLock::new(|| {
     format!(
@@ -240,14 +280,6 @@ impl RecoveryStore for Backend {
     ) -> StoreResult<RecoveryStep> {
         let mut tx = self.write().await?;
         // Renew the lease (and lock the row): nothing is written unless the claim still holds.
-        static RENEW: LazyLock<String> = LazyLock::new(|| {
-            format!(
-                "UPDATE webhook_recoveries SET lease_until = $1
-                 WHERE id = $2 AND lease_token = $3 AND status = {}
-                 RETURNING org_id, endpoint_id, since, until, cursor_at, cursor_id",
-                sql::name(RecoveryStatus::Running.as_str())
-            )
-        });
         let progress: Option<Progress> = sqlx::query_as(&RENEW)
             .bind(lease_until)
             .bind(claim.id)
@@ -272,14 +304,6 @@ impl RecoveryStore for Backend {
             None
         };
         if let Some(reason) = failure {
-            static FAIL: LazyLock<String> = LazyLock::new(|| {
-                format!(
-                    "UPDATE webhook_recoveries SET status = {}, error = $1, completed_at = $2,
-                            lease_token = NULL, lease_until = NULL
-                     WHERE id = $3",
-                    sql::name(RecoveryStatus::Failed.as_str())
-                )
-            });
             sqlx::query(&FAIL)
                 .bind(reason)
                 .bind(now)
@@ -325,9 +349,6 @@ impl RecoveryStore for Backend {
             let mut qb = QueryBuilder::<Db>::new(
                 "SELECT event_id FROM webhook_deliveries WHERE endpoint_id = ",
             );
-            // The deliveries that cover their event (`delivery::recovery_requeues`).
-            static COVERING: LazyLock<String> =
-                LazyLock::new(|| sql::statuses(|s| !delivery::recovery_requeues(s)));
             qb.push_bind(p.endpoint_id)
                 .push(" AND status IN ")
                 .push(&*COVERING)
@@ -370,19 +391,6 @@ impl RecoveryStore for Backend {
         let matched = i64::try_from(matching.len()).unwrap_or(i64::MAX);
         let done = i64::try_from(events.len()).unwrap_or(i64::MAX) < page;
         let last = events.last().map(|e| (e.occurred_at, e.id));
-        static PROGRESS: LazyLock<String> = LazyLock::new(|| {
-            format!(
-                "UPDATE webhook_recoveries
-                 SET events_matched = events_matched + $1, deliveries_queued = deliveries_queued + $2,
-                     cursor_at = COALESCE($3, cursor_at), cursor_id = COALESCE($4, cursor_id),
-                     status = CASE WHEN $5 THEN {} ELSE status END,
-                     completed_at = CASE WHEN $6 THEN $7 ELSE completed_at END,
-                     lease_token = CASE WHEN $8 THEN NULL ELSE lease_token END,
-                     lease_until = CASE WHEN $9 THEN NULL ELSE lease_until END
-                 WHERE id = $10",
-                sql::name(RecoveryStatus::Completed.as_str())
-            )
-        });
         sqlx::query(&PROGRESS)
             .bind(matched)
             .bind(queued)
