@@ -21,6 +21,27 @@ pub struct NewRecovery {
     pub now: Timestamp,
 }
 
+/// The status of a recovery (the `status` of [`RecoveryRecord`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryStatus {
+    /// Pages are still being recovered.
+    Running,
+    /// Every page was recovered.
+    Completed,
+    /// Stopped: its endpoint was deleted or disabled meanwhile (`error` says which).
+    Failed,
+}
+
+impl RecoveryStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RecoveryStatus::Running => "running",
+            RecoveryStatus::Completed => "completed",
+            RecoveryStatus::Failed => "failed",
+        }
+    }
+}
+
 /// A recovery as the API shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecoveryRecord {

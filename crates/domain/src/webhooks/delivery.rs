@@ -64,6 +64,20 @@ impl DeliveryStatus {
         DeliveryStatus::RetriesExhausted,
     ];
 
+    /// The status of a new delivery.
+    pub const INITIAL: DeliveryStatus = DeliveryStatus::Pending;
+
+    /// Unfinished: an attempt is due, scheduled, under way or held (while the endpoint is
+    /// disabled, or behind an earlier delivery of its contact's chain).
+    pub const UNFINISHED: [DeliveryStatus; 2] = [DeliveryStatus::Pending, DeliveryStatus::Retrying];
+
+    /// Finished ([`is_final`](Self::is_final)): no further automatic attempt.
+    pub const FINAL: [DeliveryStatus; 3] = [
+        DeliveryStatus::Delivered,
+        DeliveryStatus::Failed,
+        DeliveryStatus::RetriesExhausted,
+    ];
+
     pub const fn as_str(self) -> &'static str {
         match self {
             DeliveryStatus::Pending => "pending",
@@ -328,6 +342,40 @@ pub fn after_attempt(
     }
     t
 }
+
+/// Whether an outcome is a plain success: a 2xx for a delivery whose endpoint has no failure
+/// count to reset (`endpoint_failing`: its count is not zero; `false` without an endpoint).
+/// Its transition is [`plain_success`] whatever the delivery and the endpoint's status, so
+/// the store records plain successes together without locking their endpoints.
+pub fn is_plain_success(disposition: Disposition, endpoint_failing: bool) -> bool {
+    disposition == Disposition::Delivered && !endpoint_failing
+}
+
+/// The transition [`after_attempt`] decides for a plain success ([`is_plain_success`]) at
+/// `now`: delivered, nothing due, no error, no change to the endpoint, no effects.
+pub fn plain_success(now: Timestamp) -> Transition {
+    after_attempt(
+        &Delivery {
+            org_id: 0,
+            uuid: Uuid::nil(),
+            event_uuid: Uuid::nil(),
+            event_name: "",
+            attempts: 1,
+        },
+        None,
+        &Attempt {
+            disposition: Disposition::Delivered,
+            response_status: None,
+            error_code: None,
+            error_message: None,
+        },
+        u32::MAX,
+        now,
+    )
+}
+
+mod changes;
+pub use changes::{bulk_retry, on_endpoint_deleted, recovery_requeues, retry};
 
 #[cfg(test)]
 mod tests;

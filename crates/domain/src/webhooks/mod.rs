@@ -1,8 +1,9 @@
 //! The pure rules of webhooks: the event catalogue and subscriptions, endpoint fields, the
-//! retry classes and delays, the delivery state machine and endpoint health, signing, and the
-//! events webhooks cause.
+//! retry classes and delays, the delivery state machine and endpoint health, the claim policy,
+//! signing, and the events webhooks cause.
 
 pub mod catalogue;
+pub mod claim;
 pub mod delivery;
 pub mod destination;
 pub mod endpoint;

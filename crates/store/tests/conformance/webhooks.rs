@@ -10,6 +10,7 @@ use uuid::Uuid;
 use crate::support::*;
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::{Actor, Effects, EventCategory, NewEvent, OrgEvent};
+use switchboard_domain::webhooks::delivery::{self, EndpointHealth};
 use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
 use switchboard_store::testing::TestStore;
 use switchboard_store::webhooks::*;
@@ -30,6 +31,7 @@ conformance!(
     outcomes_are_recorded_in_batches,
     outcomes_and_the_next_claim_share_a_transaction,
     successes_in_a_batch_keep_their_times_and_reset_health,
+    plain_successes_store_what_after_attempt_decides,
     ledger_queries_retry_and_purge,
     legacy_records_share_the_fan_out,
     master_key_rotation_reseals_signing_secrets_only,
@@ -1429,6 +1431,91 @@ async fn successes_in_a_batch_keep_their_times_and_reset_health(s: SharedStore) 
     // Recording the same claims again records nothing.
     let again = s.record_attempts(outcomes).await.unwrap();
     assert!(again.iter().all(|r| *r == AttemptRecorded::LeaseLost));
+}
+
+/// A plain success (its endpoint's failure count is zero) is recorded by the store's fast
+/// path, without the endpoint's lock: what it stores is what `delivery::after_attempt`
+/// decides, here over a delivery whose earlier failure left an error and a next attempt.
+async fn plain_successes_store_what_after_attempt_decides(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let ep = create(&s, org.id, "https://a.example.com/a", &["security.*"]).await;
+    emit(&s, org.id, "security.api_key_created", 100).await;
+    let first = s.claim_deliveries(&claim(1000, 10, 10)).await.unwrap();
+    assert_eq!(first.len(), 1);
+    s.record_attempt(outcome(
+        &first[0],
+        1001,
+        Disposition::RetryAt(t(2000)),
+        Some(503),
+    ))
+    .await
+    .unwrap();
+    let again = s.claim_deliveries(&claim(2000, 10, 10)).await.unwrap();
+    assert_eq!(again.len(), 1);
+    let health = EndpointHealth {
+        uuid: ep.uuid,
+        name: ep.name.clone(),
+        url: ep.url.clone(),
+        status: EndpointStatus::Active,
+        deleted: false,
+        consecutive_failures: s
+            .get_endpoint(org.id, ep.uuid)
+            .await
+            .unwrap()
+            .consecutive_failures,
+        legacy: false,
+    };
+    assert!(delivery::is_plain_success(
+        Disposition::Delivered,
+        health.consecutive_failures != 0
+    ));
+    let recorded = s
+        .record_attempt(outcome(&again[0], 2001, Disposition::Delivered, Some(200)))
+        .await
+        .unwrap();
+    let (d, attempts, _) = s.get_delivery(org.id, again[0].uuid).await.unwrap();
+    let decided = delivery::after_attempt(
+        &delivery::Delivery {
+            org_id: org.id,
+            uuid: d.uuid,
+            event_uuid: d.event_uuid,
+            event_name: &d.event_name,
+            attempts: again[0].attempt,
+        },
+        Some(&health),
+        &delivery::Attempt {
+            disposition: Disposition::Delivered,
+            response_status: Some(200),
+            error_code: None,
+            error_message: None,
+        },
+        3,
+        t(2001),
+    );
+    assert_eq!(
+        recorded,
+        AttemptRecorded::Done {
+            status: decided.status,
+            endpoint_disabled: decided.disabled_reason.is_some()
+        }
+    );
+    assert_eq!(d.status, decided.status);
+    assert_eq!(d.next_attempt_at, decided.next_attempt_at);
+    assert_eq!(d.error_code, decided.error_code);
+    assert_eq!(d.error_message, decided.error_message);
+    assert_eq!(d.delivered_at, decided.delivered_at);
+    assert_eq!(d.response_status, Some(200));
+    assert!(!d.in_flight);
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(decided.consecutive_failures, None);
+    assert!(decided.effects.is_empty());
+    assert_eq!(
+        s.get_endpoint(org.id, ep.uuid)
+            .await
+            .unwrap()
+            .consecutive_failures,
+        0
+    );
 }
 
 async fn legacy_records_share_the_fan_out(s: SharedStore) {

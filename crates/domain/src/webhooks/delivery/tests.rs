@@ -415,3 +415,78 @@ fn statuses_round_trip_and_finality() {
     assert!(DeliveryStatus::Delivered.is_final() && DeliveryStatus::Failed.is_final());
     assert!(DeliveryStatus::RetriesExhausted.is_final());
 }
+
+mod plain_success {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn health() -> impl Strategy<Value = Option<EndpointHealth>> {
+        prop::option::of((any::<bool>(), any::<bool>(), any::<bool>())).prop_map(|ep| {
+            ep.map(|(active, deleted, legacy)| EndpointHealth {
+                status: if active {
+                    EndpointStatus::Active
+                } else {
+                    EndpointStatus::Disabled
+                },
+                deleted,
+                legacy,
+                ..endpoint(0)
+            })
+        })
+    }
+
+    proptest! {
+        /// The store's fast path writes `plain_success` for every plain success: it must be
+        /// what `after_attempt` decides for each of them, whatever the delivery, the endpoint's
+        /// status and the attempt's details.
+        #[test]
+        fn every_plain_success_transitions_as_after_attempt_decides(
+            ep in health(),
+            attempts in 1i64..20,
+            webhook_event in any::<bool>(),
+            response in prop::option::of(200i64..300),
+            disable_after in 1u32..10,
+            now in 0i64..4_000_000_000_000,
+        ) {
+            let name = if webhook_event { "webhook.delivery_failed" } else { "message.sent" };
+            prop_assert!(is_plain_success(Disposition::Delivered, false));
+            let decided = after_attempt(
+                &delivery(name, attempts),
+                ep.as_ref(),
+                &attempt(Disposition::Delivered, response),
+                disable_after,
+                t(now),
+            );
+            let plain = plain_success(t(now));
+            prop_assert_eq!(decided.status, plain.status);
+            prop_assert_eq!(decided.next_attempt_at, plain.next_attempt_at);
+            prop_assert_eq!(&decided.error_code, &plain.error_code);
+            prop_assert_eq!(&decided.error_message, &plain.error_message);
+            prop_assert_eq!(decided.delivered_at, plain.delivered_at);
+            prop_assert_eq!(decided.consecutive_failures, plain.consecutive_failures);
+            prop_assert_eq!(&decided.disabled_reason, &plain.disabled_reason);
+            prop_assert!(decided.effects.is_empty() && plain.effects.is_empty());
+            prop_assert_eq!(plain.status, DeliveryStatus::Delivered);
+            prop_assert_eq!(plain.delivered_at, Some(t(now)));
+        }
+    }
+
+    #[test]
+    fn only_successes_to_endpoints_without_failures_are_plain() {
+        assert!(is_plain_success(Disposition::Delivered, false));
+        assert!(!is_plain_success(Disposition::Delivered, true));
+        assert!(!is_plain_success(Disposition::Failed, false));
+        assert!(!is_plain_success(Disposition::Exhausted, false));
+        assert!(!is_plain_success(Disposition::RetryAt(t(5)), false));
+        assert!(!is_plain_success(Disposition::Interrupted(t(5)), false));
+        // A failing endpoint's success resets its count: not plain.
+        let reset = after_attempt(
+            &delivery("message.sent", 1),
+            Some(&endpoint(2)),
+            &attempt(Disposition::Delivered, Some(200)),
+            5,
+            t(9),
+        );
+        assert_eq!(reset.consecutive_failures, Some(0));
+    }
+}

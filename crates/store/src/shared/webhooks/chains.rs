@@ -9,9 +9,11 @@
 //! written while its predecessor ends is either held and then released, or written due: never
 //! stuck, never two heads.
 
+use std::sync::LazyLock;
+
 use uuid::Uuid;
 
-use super::{Conn, dialect};
+use super::{Conn, dialect, sql};
 use crate::StoreResult;
 use switchboard_domain::Timestamp;
 
@@ -33,6 +35,25 @@ pub(super) async fn next_sequence(
     Ok(next - 1)
 }
 
+/// Makes the earliest held delivery of a chain due (see [`release_next`]).
+static RELEASE_NEXT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE webhook_deliveries SET due_at = $1, next_attempt_at = $2, updated_at = $3
+         WHERE id = (
+             SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
+             WHERE d.endpoint_id = $4 AND d.order_key = $5 AND d.status IN {unfinished}
+               AND d.due_at IS NULL AND d.lease_token IS NULL
+               AND ep.status = {active} AND ep.deleted_at IS NULL
+             ORDER BY d.sequence LIMIT 1)
+           AND NOT EXISTS (
+             SELECT 1 FROM webhook_deliveries a
+             WHERE a.endpoint_id = $6 AND a.order_key = $7 AND a.status IN {unfinished}
+               AND (a.due_at IS NOT NULL OR a.lease_token IS NOT NULL))",
+        unfinished = *sql::UNFINISHED,
+        active = *sql::ACTIVE,
+    )
+});
+
 /// After a delivery of the chain ended: takes the chain's lock and, when no unfinished
 /// delivery of the chain is due or in flight and the endpoint is active, makes the earliest
 /// held one due now. Returns whether one was released.
@@ -49,27 +70,15 @@ pub(super) async fn release_next(
             .execute(&mut *conn)
             .await?;
     }
-    let released = sqlx::query(
-        "UPDATE webhook_deliveries SET due_at = $1, next_attempt_at = $2, updated_at = $3
-         WHERE id = (
-             SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
-             WHERE d.endpoint_id = $4 AND d.order_key = $5 AND d.status IN ('pending', 'retrying')
-               AND d.due_at IS NULL AND d.lease_token IS NULL
-               AND ep.status = 'active' AND ep.deleted_at IS NULL
-             ORDER BY d.sequence LIMIT 1)
-           AND NOT EXISTS (
-             SELECT 1 FROM webhook_deliveries a
-             WHERE a.endpoint_id = $6 AND a.order_key = $7 AND a.status IN ('pending', 'retrying')
-               AND (a.due_at IS NOT NULL OR a.lease_token IS NOT NULL))",
-    )
-    .bind(now)
-    .bind(now)
-    .bind(now)
-    .bind(endpoint_id)
-    .bind(key)
-    .bind(endpoint_id)
-    .bind(key)
-    .execute(&mut *conn)
-    .await?;
+    let released = sqlx::query(&RELEASE_NEXT)
+        .bind(now)
+        .bind(now)
+        .bind(now)
+        .bind(endpoint_id)
+        .bind(key)
+        .bind(endpoint_id)
+        .bind(key)
+        .execute(&mut *conn)
+        .await?;
     Ok(released.rows_affected() > 0)
 }

@@ -1,95 +1,23 @@
-//! The dispatcher's side of deliveries: claims (with leases), the outcomes of attempts (the
-//! transition `delivery::after_attempt` decides, applied here), and the schedule.
+//! The dispatcher's side of deliveries: the outcomes of attempts (the transition
+//! `delivery::after_attempt` decides, applied here), claims (`claims`), and the schedule.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use serde_json::Value;
 use sqlx::QueryBuilder;
-use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::super::write::WriteTx;
+use super::attempts::{insert_attempt, signed_with_text};
+use super::claims::claim_in;
 use super::endpoints::{endpoint_status, hold_deliveries};
-use super::{Backend, Conn, Db, dialect, push_in_list};
+use super::{Backend, Conn, Db, dialect, push_in_list, sql};
 use crate::webhooks::*;
 use crate::{StoreError, StoreResult};
 use switchboard_domain::Timestamp;
-use switchboard_domain::channel::ChannelIdentity;
-use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::event::Effects;
 use switchboard_domain::webhooks::delivery::{self, EndpointHealth};
-use switchboard_domain::webhooks::destination::DestinationType;
-
-async fn insert_attempt(conn: &mut Conn, delivery_id: i64, a: &AttemptRecord) -> StoreResult<()> {
-    sqlx::query(
-        "INSERT INTO webhook_attempts (delivery_id, number, url, started_at, duration_ms, response_status, error_code,
-                                       error_message, response_body_excerpt, signed_with)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-    )
-    .bind(delivery_id)
-    .bind(a.number)
-    .bind(&a.url)
-    .bind(a.started_at)
-    .bind(a.duration_ms)
-    .bind(a.response_status)
-    .bind(&a.error_code)
-    .bind(&a.error_message)
-    .bind(&a.response_body_excerpt)
-    .bind(signed_with_text(a))
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// The `signed_with` column: a JSON array of secret ids, or NULL.
-fn signed_with_text(a: &AttemptRecord) -> Option<String> {
-    a.signed_with
-        .as_ref()
-        .map(|ids| serde_json::to_string(ids).unwrap_or_default())
-}
-
-#[derive(sqlx::FromRow)]
-struct CandidateRow {
-    id: i64,
-    endpoint_id: Option<i64>,
-    attempts: i64,
-    lease_token: Option<Uuid>,
-    last_attempt_at: Option<Timestamp>,
-    next_attempt_at: Option<Timestamp>,
-}
-
-#[derive(sqlx::FromRow)]
-struct ClaimRow {
-    id: i64,
-    uuid: Uuid,
-    org_id: i64,
-    attempts: i64,
-    event_uuid: Uuid,
-    event_org_id: i64,
-    event_name: String,
-    event_data: Json<Value>,
-    event_channel: Option<Json<ChannelIdentity>>,
-    occurred_at: Timestamp,
-    ep_id: Option<i64>,
-    ep_uuid: Option<Uuid>,
-    ep_url: Option<String>,
-    ep_headers: Option<Json<BTreeMap<String, String>>>,
-    ep_secret: Option<Vec<u8>>,
-    ep_status: Option<String>,
-    ep_deleted_at: Option<Timestamp>,
-    ep_legacy: Option<bool>,
-    ep_timeout_ms: Option<i64>,
-    ep_retry_delays_ms: Option<String>,
-    ep_max_per_second: Option<i64>,
-    ep_destination: Option<String>,
-    ep_target: Option<String>,
-    ep_target_secret: Option<Vec<u8>>,
-    ep_auth: Option<String>,
-    ep_auth_secret: Option<Vec<u8>>,
-    envelope: Option<String>,
-    sequence: Option<i64>,
-    event_trace: Option<String>,
-}
 
 #[derive(sqlx::FromRow)]
 struct LeasedRow {
@@ -144,9 +72,9 @@ async fn lock_health(conn: &mut Conn, id: i64) -> StoreResult<Option<EndpointHea
     row.map(TryInto::try_into).transpose()
 }
 
-/// Splits the outcomes still leased (`order`) into plain successes (a 2xx whose endpoint's
-/// failure count is zero, or which has no endpoint) and the rest, keeping the order of the
-/// rest. The failure counts are read without a lock: a failure committed after this read
+/// Splits the outcomes still leased (`order`) into plain successes
+/// (`delivery::is_plain_success`: a 2xx whose endpoint's failure count is zero, or which has
+/// no endpoint) and the rest, keeping the order of the rest. The failure counts are read without a lock: a failure committed after this read
 /// serializes after this batch, so leaving its count alone is correct.
 async fn split_plain_successes(
     conn: &mut Conn,
@@ -176,10 +104,11 @@ async fn split_plain_successes(
             .collect()
     };
     Ok(order.into_iter().partition(|i| {
-        successes(i)
-            && leased[&outcomes[*i].delivery_id]
-                .endpoint_id
-                .is_none_or(|e| !failing.contains(&e))
+        let endpoint = leased[&outcomes[*i].delivery_id].endpoint_id;
+        delivery::is_plain_success(
+            outcomes[*i].disposition,
+            endpoint.is_some_and(|e| failing.contains(&e)),
+        )
     }))
 }
 
@@ -189,7 +118,8 @@ const SUCCESS_CHUNK: usize = 64;
 
 /// Records plain successes (`which`, indexes into `outcomes`) with one `UPDATE ... FROM
 /// (VALUES ...)` and one multi-row attempt insert per chunk, each delivery only while its
-/// claim still holds it. Returns the indexes recorded.
+/// claim still holds it: each takes the transition `delivery::plain_success` (what
+/// `after_attempt` decides for it), delivered at its own time. Returns the indexes recorded.
 async fn record_successes(
     conn: &mut Conn,
     outcomes: &[AttemptOutcome],
@@ -197,12 +127,20 @@ async fn record_successes(
 ) -> StoreResult<Vec<usize>> {
     let mut recorded = Vec::with_capacity(which.len());
     for chunk in which.chunks(SUCCESS_CHUNK) {
-        let mut qb = QueryBuilder::<Db>::new(
-            "UPDATE webhook_deliveries SET status = 'delivered', due_at = NULL, next_attempt_at = NULL,
-                    lease_token = NULL, lease_until = NULL, response_status = v.column3, error_code = NULL, error_message = NULL,
-                    delivered_at = v.column4, updated_at = v.column4
-             FROM (",
-        );
+        // The same for every plain success but its time (`delivered_at`, bound per row).
+        let t = delivery::plain_success(outcomes[chunk[0]].now);
+        debug_assert_eq!(t.delivered_at, Some(outcomes[chunk[0]].now));
+        let mut qb = QueryBuilder::<Db>::new("UPDATE webhook_deliveries SET status = ");
+        qb.push_bind(t.status.as_str())
+            .push(", due_at = ")
+            .push_bind(t.next_attempt_at)
+            .push(", next_attempt_at = ")
+            .push_bind(t.next_attempt_at)
+            .push(", lease_token = NULL, lease_until = NULL, response_status = v.column3, error_code = ")
+            .push_bind(t.error_code)
+            .push(", error_message = ")
+            .push_bind(t.error_message)
+            .push(", delivered_at = v.column4, updated_at = v.column4 FROM (");
         qb.push_values(chunk, |mut row, &i| {
             let o = &outcomes[i];
             row.push_bind(o.delivery_id)
@@ -318,17 +256,22 @@ async fn record_one(
                 .await?;
         }
         if let Some(reason) = &t.disabled_reason {
-            sqlx::query(
-                "UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = $1, disabled_at = $2,
-                        updated_at = $3
-                 WHERE id = $4 AND status = 'active'",
-            )
-            .bind(reason)
-            .bind(o.now)
-            .bind(o.now)
-            .bind(id)
-            .execute(&mut *conn)
-            .await?;
+            static DISABLE: LazyLock<String> = LazyLock::new(|| {
+                format!(
+                    "UPDATE webhook_endpoints SET status = {}, disabled_reason = $1, disabled_at = $2,
+                            updated_at = $3
+                     WHERE id = $4 AND status = {}",
+                    *sql::DISABLED,
+                    *sql::ACTIVE
+                )
+            });
+            sqlx::query(&DISABLE)
+                .bind(reason)
+                .bind(o.now)
+                .bind(o.now)
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
             hold_deliveries(conn, id, o.now).await?;
         }
         health.apply(&t);
@@ -340,247 +283,6 @@ async fn record_one(
         },
         t.effects,
     ))
-}
-
-/// Claims due deliveries inside `tx` (see [`ClaimRequest`]).
-async fn claim_in(tx: &mut WriteTx<'_>, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
-    if req.is_empty() {
-        return Ok(Vec::new());
-    }
-    // Per endpoint, this instance holds at most `per_endpoint` deliveries to attempt at once
-    // and, ahead of its free slots, the room `ahead` gives the endpoint.
-    let no_room = HashMap::new();
-    let (ahead_limit, room) = req
-        .ahead
-        .as_ref()
-        .map_or((0, &no_room), |a| (a.limit, &a.room));
-    let most = |key: i64| req.per_endpoint + room.get(&key).copied().unwrap_or(0);
-    let saturated: Vec<i64> = req
-        .in_flight
-        .iter()
-        .filter(|(id, n)| **n >= most(**id))
-        .map(|(id, _)| *id)
-        .collect();
-    let total = req.limit + ahead_limit;
-    let scan = (total * 4).clamp(16, 1000) as i64;
-    let mut qb = QueryBuilder::<Db>::new(
-        "SELECT id, endpoint_id, attempts, lease_token, last_attempt_at, next_attempt_at FROM webhook_deliveries
-             WHERE due_at IS NOT NULL AND due_at <= ",
-    );
-    // A claimed delivery keeps its due_at; its lease (lease_until) keeps it from other claims
-    // until it expires. (A claim by a release before migration 0019 has no lease_until and
-    // its expiry in due_at.)
-    qb.push_bind(req.now)
-        .push(" AND (lease_token IS NULL OR COALESCE(lease_until, due_at) <= ")
-        .push_bind(req.now)
-        .push(")");
-    if !saturated.is_empty() {
-        qb.push(" AND (endpoint_id IS NULL OR endpoint_id NOT");
-        push_in_list(&mut qb, &saturated);
-        qb.push(")");
-    }
-    qb.push(" ORDER BY due_at, id LIMIT ")
-        .push_bind(scan)
-        .push(dialect::SKIP_LOCKED);
-    let candidates: Vec<CandidateRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
-
-    // Keep within each endpoint's room in this instance: first the deliveries to attempt at
-    // once, then those ahead.
-    let mut used: HashMap<i64, usize> = HashMap::new();
-    let mut chosen: Vec<(CandidateRow, bool)> = Vec::new();
-    let (mut now_count, mut ahead_count) = (0, 0);
-    for c in candidates {
-        if now_count >= req.limit && ahead_count >= ahead_limit {
-            break;
-        }
-        let key = c.endpoint_id.unwrap_or(0);
-        let n = used
-            .entry(key)
-            .or_insert_with(|| req.in_flight.get(&key).copied().unwrap_or(0));
-        let ahead = if now_count < req.limit && *n < req.per_endpoint {
-            now_count += 1;
-            false
-        } else if ahead_count < ahead_limit && room.contains_key(&key) && *n < most(key) {
-            ahead_count += 1;
-            true
-        } else {
-            continue;
-        };
-        *n += 1;
-        chosen.push((c, ahead));
-    }
-    if chosen.is_empty() {
-        return Ok(Vec::new());
-    }
-    // A claim whose lease expired: its attempt was interrupted (the instance stopped).
-    for (c, _) in chosen.iter().filter(|(c, _)| c.lease_token.is_some()) {
-        insert_attempt(
-                tx,
-                c.id,
-                &AttemptRecord {
-                    number: c.attempts,
-                    url: None,
-                    started_at: c.last_attempt_at.unwrap_or(req.now),
-                    duration_ms: None,
-                    response_status: None,
-                    error_code: Some("attempt_interrupted".into()),
-                    error_message: Some(
-                        "The instance making this attempt stopped before recording its outcome; the delivery was taken over."
-                            .into(),
-                    ),
-                    response_body_excerpt: None,
-                    signed_with: None,
-                },
-            )
-            .await?;
-    }
-    let ids: Vec<i64> = chosen.iter().map(|(c, _)| c.id).collect();
-    let mut qb = QueryBuilder::<Db>::new(
-        "UPDATE webhook_deliveries SET attempts = attempts + 1, lease_until = ",
-    );
-    qb.push_bind(req.lease_until)
-        .push(", lease_token = ")
-        .push_bind(req.token)
-        .push(", next_attempt_at = NULL, last_attempt_at = ")
-        .push_bind(req.now)
-        .push(", updated_at = ")
-        .push_bind(req.now)
-        .push(" WHERE id");
-    push_in_list(&mut qb, &ids);
-    qb.build().execute(&mut **tx).await?;
-    let mut claimed_from: HashMap<i64, (bool, ClaimedFrom)> = chosen
-        .into_iter()
-        .map(|(c, ahead)| {
-            let from = ClaimedFrom {
-                last_attempt_at: c.last_attempt_at,
-                next_attempt_at: c.next_attempt_at,
-            };
-            (c.id, (ahead, from))
-        })
-        .collect();
-    let mut qb = QueryBuilder::<Db>::new(
-            "SELECT d.id, d.uuid, d.org_id, d.attempts, ev.uuid AS event_uuid, ev.org_id AS event_org_id,
-                    ev.name AS event_name, ev.data AS event_data, ev.channel AS event_channel, ev.occurred_at,
-                    ep.id AS ep_id, ep.uuid AS ep_uuid, ep.url AS ep_url, ep.headers AS ep_headers,
-                    ep.signing_secret AS ep_secret, ep.status AS ep_status, ep.deleted_at AS ep_deleted_at,
-                    ep.legacy AS ep_legacy, ep.timeout_ms AS ep_timeout_ms, ep.retry_delays_ms AS ep_retry_delays_ms,
-                    ep.max_per_second AS ep_max_per_second, ep.destination AS ep_destination, ep.target AS ep_target,
-                    ep.target_secret AS ep_target_secret, ep.auth AS ep_auth, ep.auth_secret AS ep_auth_secret,
-                    ev.envelope, d.sequence, ev.trace AS event_trace
-             FROM webhook_deliveries d
-             JOIN events ev ON ev.id = d.event_id
-             LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
-             WHERE d.id",
-        );
-    push_in_list(&mut qb, &ids);
-    qb.push(" ORDER BY d.id");
-    let rows: Vec<ClaimRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
-    // A delivery to an endpoint whose own time limit is longer than the deployment's is leased
-    // that much longer: its lease covers its attempt.
-    let deployment_ms = i64::try_from(req.timeout.as_millis()).unwrap_or(i64::MAX);
-    let mut longer: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-    for r in &rows {
-        if let Some(t) = r.ep_timeout_ms.filter(|t| *t > deployment_ms) {
-            longer.entry(t - deployment_ms).or_default().push(r.id);
-        }
-    }
-    let mut leases: HashMap<i64, Timestamp> = HashMap::new();
-    for (extra_ms, ids) in longer {
-        let until = req
-            .lease_until
-            .saturating_add(std::time::Duration::from_millis(extra_ms.unsigned_abs()));
-        let mut qb = QueryBuilder::<Db>::new("UPDATE webhook_deliveries SET lease_until = ");
-        qb.push_bind(until).push(" WHERE id");
-        push_in_list(&mut qb, &ids);
-        qb.build().execute(&mut **tx).await?;
-        leases.extend(ids.into_iter().map(|id| (id, until)));
-    }
-    // Retired secrets still in their grace period, for the endpoints of this batch.
-    let endpoint_ids: Vec<i64> = rows
-        .iter()
-        .filter_map(|r| r.ep_id)
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
-    let mut retired: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
-    if !endpoint_ids.is_empty() {
-        let mut qb = QueryBuilder::<Db>::new(
-            "SELECT endpoint_id, signing_secret FROM webhook_endpoint_secrets WHERE expires_at > ",
-        );
-        qb.push_bind(req.now).push(" AND endpoint_id");
-        push_in_list(&mut qb, &endpoint_ids);
-        qb.push(" ORDER BY expires_at DESC, id DESC");
-        let secrets: Vec<(i64, Vec<u8>)> = qb.build_query_as().fetch_all(&mut **tx).await?;
-        for (endpoint_id, sealed) in secrets {
-            retired.entry(endpoint_id).or_default().push(sealed);
-        }
-    }
-
-    rows.into_iter()
-        .map(|r| {
-            let endpoint = match (r.ep_id, r.ep_uuid, r.ep_url, r.ep_status) {
-                (Some(id), Some(uuid), Some(url), Some(status)) => Some(ClaimedEndpoint {
-                    id,
-                    uuid,
-                    url,
-                    headers: r.ep_headers.map(|h| h.0).unwrap_or_default(),
-                    sealed_secret: r.ep_secret.unwrap_or_default(),
-                    status: endpoint_status(&status)?,
-                    deleted: r.ep_deleted_at.is_some(),
-                    legacy: r.ep_legacy.unwrap_or(false),
-                    retired_secrets: retired.remove(&id).unwrap_or_default(),
-                    controls: EndpointControls {
-                        filter: None,
-                        timeout_ms: r.ep_timeout_ms,
-                        retry_delays_ms: super::endpoints::delays_of_column(
-                            r.ep_retry_delays_ms.as_deref(),
-                        ),
-                        max_per_second: r.ep_max_per_second,
-                        destination: r
-                            .ep_destination
-                            .as_deref()
-                            .and_then(DestinationType::parse)
-                            .unwrap_or_default(),
-                        target: r.ep_target,
-                        sealed_target_url: r.ep_target_secret,
-                        auth: r.ep_auth,
-                        sealed_auth_secret: r.ep_auth_secret,
-                    },
-                }),
-                _ => None,
-            };
-            let event = NewEvent {
-                uuid: r.event_uuid,
-                org_id: r.event_org_id,
-                name: r.event_name,
-                data: r.event_data.0,
-                channel: r.event_channel.map(|c| c.0),
-                occurred_at: r.occurred_at,
-                test: false,
-                sample: false,
-                trace: r.event_trace,
-            };
-            // Events written before envelopes were kept have their envelope built now.
-            let envelope = r.envelope.unwrap_or_else(|| event.envelope_text());
-            let (ahead, claimed_from) = claimed_from
-                .remove(&r.id)
-                .ok_or_else(|| StoreError::Other("a claimed delivery was not read back".into()))?;
-            Ok(ClaimedDelivery {
-                id: r.id,
-                token: req.token,
-                uuid: r.uuid,
-                org_id: r.org_id,
-                attempt: r.attempts,
-                event,
-                envelope,
-                sequence: r.sequence,
-                endpoint,
-                lease_until: leases.get(&r.id).copied().unwrap_or(req.lease_until),
-                ahead,
-                claimed_from,
-            })
-        })
-        .collect()
 }
 
 /// Records outcomes inside `tx`; the results are in the order of `outcomes`.
@@ -647,9 +349,10 @@ async fn record_in(
         results[i] = recorded;
     }
     for i in record_successes(tx, outcomes, &fast).await? {
+        let t = delivery::plain_success(outcomes[i].now);
         results[i] = AttemptRecorded::Done {
-            status: DeliveryStatus::Delivered,
-            endpoint_disabled: false,
+            status: t.status,
+            endpoint_disabled: t.disabled_reason.is_some(),
         };
         let d = &leased[&outcomes[i].delivery_id];
         if let (Some(e), Some(k)) = (d.endpoint_id, d.order_key) {

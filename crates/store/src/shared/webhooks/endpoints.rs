@@ -2,6 +2,7 @@
 //! disabled.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use sqlx::QueryBuilder;
@@ -9,7 +10,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::fan_out::{NewDelivery, insert_delivery, insert_event_row};
-use super::{Backend, Conn, Db, dialect};
+use super::{Backend, Conn, Db, dialect, sql};
 use crate::webhooks::*;
 use crate::{EffectsFn, StoreError, StoreResult};
 use switchboard_domain::Timestamp;
@@ -128,14 +129,18 @@ pub(super) async fn hold_deliveries(
     endpoint_id: i64,
     now: Timestamp,
 ) -> StoreResult<()> {
-    sqlx::query(
-        "UPDATE webhook_deliveries SET due_at = NULL, next_attempt_at = NULL, updated_at = $1
-         WHERE endpoint_id = $2 AND status IN ('pending', 'retrying') AND lease_token IS NULL",
-    )
-    .bind(now)
-    .bind(endpoint_id)
-    .execute(&mut *conn)
-    .await?;
+    static HOLD: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "UPDATE webhook_deliveries SET due_at = NULL, next_attempt_at = NULL, updated_at = $1
+             WHERE endpoint_id = $2 AND status IN {} AND lease_token IS NULL",
+            *sql::UNFINISHED
+        )
+    });
+    sqlx::query(&HOLD)
+        .bind(now)
+        .bind(endpoint_id)
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 
@@ -143,20 +148,24 @@ pub(super) async fn hold_deliveries(
 /// the first unfinished delivery of each contact's chain: the rest follow in order). Returns
 /// how many.
 async fn resume_deliveries(conn: &mut Conn, endpoint_id: i64, now: Timestamp) -> StoreResult<u64> {
-    let done = sqlx::query(
-        "UPDATE webhook_deliveries SET due_at = $1, next_attempt_at = $2, updated_at = $3
-         WHERE endpoint_id = $4 AND status IN ('pending', 'retrying') AND due_at IS NULL
-           AND (order_key IS NULL OR NOT EXISTS (
-               SELECT 1 FROM webhook_deliveries p
-               WHERE p.endpoint_id = webhook_deliveries.endpoint_id AND p.order_key = webhook_deliveries.order_key
-                 AND p.status IN ('pending', 'retrying') AND p.sequence < webhook_deliveries.sequence))",
-    )
-    .bind(now)
-    .bind(now)
-    .bind(now)
-    .bind(endpoint_id)
-    .execute(&mut *conn)
-    .await?;
+    static RESUME: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "UPDATE webhook_deliveries SET due_at = $1, next_attempt_at = $2, updated_at = $3
+             WHERE endpoint_id = $4 AND status IN {unfinished} AND due_at IS NULL
+               AND (order_key IS NULL OR NOT EXISTS (
+                   SELECT 1 FROM webhook_deliveries p
+                   WHERE p.endpoint_id = webhook_deliveries.endpoint_id AND p.order_key = webhook_deliveries.order_key
+                     AND p.status IN {unfinished} AND p.sequence < webhook_deliveries.sequence))",
+            unfinished = *sql::UNFINISHED
+        )
+    });
+    let done = sqlx::query(&RESUME)
+        .bind(now)
+        .bind(now)
+        .bind(now)
+        .bind(endpoint_id)
+        .execute(&mut *conn)
+        .await?;
     Ok(done.rows_affected())
 }
 
@@ -400,28 +409,38 @@ impl EndpointStore for Backend {
             .bind(old.id)
             .execute(&mut *tx)
             .await?;
-        sqlx::query(
-            "UPDATE webhook_endpoints SET deleted_at = $1, updated_at = $2, status = 'disabled',
-                    disabled_reason = 'deleted', signing_secret = $3
-             WHERE id = $4",
-        )
-        .bind(now)
-        .bind(now)
-        .bind(Vec::<u8>::new())
-        .bind(old.id)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "UPDATE webhook_deliveries SET status = 'failed', due_at = NULL, next_attempt_at = NULL,
-                    error_code = $1, error_message = $2, updated_at = $3
-             WHERE endpoint_id = $4 AND status IN ('pending', 'retrying') AND lease_token IS NULL",
-        )
-        .bind(delivery::ENDPOINT_DELETED)
-        .bind(delivery::ENDPOINT_DELETED_MESSAGE)
-        .bind(now)
-        .bind(old.id)
-        .execute(&mut *tx)
-        .await?;
+        static DELETE: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "UPDATE webhook_endpoints SET deleted_at = $1, updated_at = $2, status = {},
+                        disabled_reason = 'deleted', signing_secret = $3
+                 WHERE id = $4",
+                *sql::DISABLED
+            )
+        });
+        // Its deliveries not in flight change as the domain says (`on_endpoint_deleted`).
+        static END_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "UPDATE webhook_deliveries SET status = {}, due_at = NULL, next_attempt_at = NULL,
+                        error_code = $1, error_message = $2, updated_at = $3
+                 WHERE endpoint_id = $4 AND status IN {} AND lease_token IS NULL",
+                sql::status_case(delivery::on_endpoint_deleted),
+                sql::statuses(|s| delivery::on_endpoint_deleted(s).is_some()),
+            )
+        });
+        sqlx::query(&DELETE)
+            .bind(now)
+            .bind(now)
+            .bind(Vec::<u8>::new())
+            .bind(old.id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(&END_DELIVERIES)
+            .bind(delivery::ENDPOINT_DELETED)
+            .bind(delivery::ENDPOINT_DELETED_MESSAGE)
+            .bind(now)
+            .bind(old.id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit(effects(&old)).await?;
         Ok(())
     }

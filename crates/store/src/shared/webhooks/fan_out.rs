@@ -2,12 +2,13 @@
 //! the transaction that writes the event.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 
 use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Conn, Db};
+use super::{Conn, Db, sql};
 use crate::StoreResult;
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::NewEvent;
@@ -64,13 +65,17 @@ pub(crate) struct FanOut {
 impl FanOut {
     async fn targets(&mut self, conn: &mut Conn, org_id: i64) -> StoreResult<&[Target]> {
         if let std::collections::hash_map::Entry::Vacant(slot) = self.targets.entry(org_id) {
-            let rows: Vec<TargetRow> = sqlx::query_as(
-                "SELECT id, uuid, url, events, ordering, filter, destination, target FROM webhook_endpoints
-                 WHERE org_id = $1 AND status = 'active' AND deleted_at IS NULL ORDER BY legacy, id",
-            )
-            .bind(org_id)
-            .fetch_all(&mut *conn)
-            .await?;
+            static ACTIVE_ENDPOINTS: LazyLock<String> = LazyLock::new(|| {
+                format!(
+                    "SELECT id, uuid, url, events, ordering, filter, destination, target FROM webhook_endpoints
+                     WHERE org_id = $1 AND status = {} AND deleted_at IS NULL ORDER BY legacy, id",
+                    *sql::ACTIVE
+                )
+            });
+            let rows: Vec<TargetRow> = sqlx::query_as(&ACTIVE_ENDPOINTS)
+                .bind(org_id)
+                .fetch_all(&mut *conn)
+                .await?;
             slot.insert(
                 rows.into_iter()
                     .map(
@@ -158,53 +163,62 @@ pub(in super::super) async fn insert_delivery(
         let sequence = super::chains::next_sequence(conn, d.endpoint_id, key).await?;
         // Held when the chain has an unfinished delivery: decided by the INSERT itself (one
         // statement fewer per ordered delivery; the chain's lock is already held).
-        let due_at: Option<Timestamp> = sqlx::query_scalar(
+        static INSERT_ORDERED: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "INSERT INTO webhook_deliveries (uuid, org_id, event_id, endpoint_id, event_name, status, attempts,
+                                                 due_at, next_attempt_at, created_at, updated_at, trigger, order_key,
+                                                 sequence)
+                 SELECT $1, $2, $3, $4, $5, {initial}, 0, h.due, h.due, $7, $7, $8, $9, $10
+                 FROM (SELECT CASE WHEN EXISTS (
+                           SELECT 1 FROM webhook_deliveries u
+                           WHERE u.endpoint_id = $4 AND u.order_key = $9 AND u.status IN {unfinished})
+                       THEN NULL ELSE $6 END AS due) h
+                 RETURNING due_at",
+                initial = *sql::INITIAL,
+                unfinished = *sql::UNFINISHED,
+            )
+        });
+        let due_at: Option<Timestamp> = sqlx::query_scalar(&INSERT_ORDERED)
+            .bind(d.uuid)
+            .bind(d.org_id)
+            .bind(d.event_id)
+            .bind(d.endpoint_id)
+            .bind(d.event_name)
+            .bind(d.now)
+            .bind(d.now)
+            .bind(d.trigger)
+            .bind(key)
+            .bind(sequence)
+            .fetch_one(&mut *conn)
+            .await?;
+        return Ok(due_at.is_some());
+    }
+    // Unordered: due now, no chain.
+    let (sequence, due_at) = (None::<i64>, Some(d.now));
+    static INSERT: LazyLock<String> = LazyLock::new(|| {
+        format!(
             "INSERT INTO webhook_deliveries (uuid, org_id, event_id, endpoint_id, event_name, status, attempts,
                                              due_at, next_attempt_at, created_at, updated_at, trigger, order_key,
                                              sequence)
-             SELECT $1, $2, $3, $4, $5, 'pending', 0, h.due, h.due, $7, $7, $8, $9, $10
-             FROM (SELECT CASE WHEN EXISTS (
-                       SELECT 1 FROM webhook_deliveries u
-                       WHERE u.endpoint_id = $4 AND u.order_key = $9 AND u.status IN ('pending', 'retrying'))
-                   THEN NULL ELSE $6 END AS due) h
-             RETURNING due_at",
+             VALUES ($1, $2, $3, $4, $5, {}, 0, $6, $7, $8, $9, $10, $11, $12)",
+            *sql::INITIAL
         )
+    });
+    sqlx::query(&INSERT)
         .bind(d.uuid)
         .bind(d.org_id)
         .bind(d.event_id)
         .bind(d.endpoint_id)
         .bind(d.event_name)
+        .bind(due_at)
+        .bind(due_at)
         .bind(d.now)
         .bind(d.now)
         .bind(d.trigger)
-        .bind(key)
+        .bind(d.order_key)
         .bind(sequence)
-        .fetch_one(&mut *conn)
+        .execute(&mut *conn)
         .await?;
-        return Ok(due_at.is_some());
-    }
-    // Unordered: due now, no chain.
-    let (sequence, due_at) = (None::<i64>, Some(d.now));
-    sqlx::query(
-        "INSERT INTO webhook_deliveries (uuid, org_id, event_id, endpoint_id, event_name, status, attempts,
-                                         due_at, next_attempt_at, created_at, updated_at, trigger, order_key,
-                                         sequence)
-         VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7, $8, $9, $10, $11, $12)",
-    )
-    .bind(d.uuid)
-    .bind(d.org_id)
-    .bind(d.event_id)
-    .bind(d.endpoint_id)
-    .bind(d.event_name)
-    .bind(due_at)
-    .bind(due_at)
-    .bind(d.now)
-    .bind(d.now)
-    .bind(d.trigger)
-    .bind(d.order_key)
-    .bind(sequence)
-    .execute(&mut *conn)
-    .await?;
     Ok(true)
 }
 
@@ -226,7 +240,7 @@ pub(in super::super) async fn insert_unordered_deliveries(
                 .push_bind(d.event_id)
                 .push_bind(d.endpoint_id)
                 .push_bind(d.event_name)
-                .push("'pending'")
+                .push(&*sql::INITIAL)
                 .push("0")
                 .push_bind(d.now)
                 .push_bind(d.now)

@@ -1,18 +1,21 @@
 //! The delivery ledger: deliveries with their attempts and events, manual retries, and the
 //! purge of old deliveries and events.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Backend, Conn, Db};
+use super::{Backend, Conn, Db, sql};
 use crate::webhooks::*;
 use crate::{StoreError, StoreResult};
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::ChannelIdentity;
 use switchboard_domain::event::{Effects, NewEvent};
+use switchboard_domain::webhooks::delivery;
 
 const SELECT_DELIVERIES: &str =
     "SELECT d.id, d.uuid, d.org_id, ev.uuid AS event_uuid, d.event_name, ep.uuid AS endpoint_uuid,
@@ -230,18 +233,22 @@ impl LedgerStore for Backend {
             tx.commit(Effects::none()).await?;
             return Ok(Ok(d));
         }
-        sqlx::query(
-            "UPDATE webhook_deliveries
-             SET status = CASE WHEN status IN ('delivered', 'failed', 'retries_exhausted') THEN 'pending' ELSE status END,
-                 due_at = $1, next_attempt_at = $2, updated_at = $3
-             WHERE id = $4 AND lease_token IS NULL",
-        )
-        .bind(now)
-        .bind(now)
-        .bind(now)
-        .bind(d.id)
-        .execute(&mut *tx)
-        .await?;
+        // The status changes as the domain says (`delivery::retry`).
+        static RETRY: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "UPDATE webhook_deliveries
+                 SET status = {}, due_at = $1, next_attempt_at = $2, updated_at = $3
+                 WHERE id = $4 AND lease_token IS NULL",
+                sql::status_case(|s| Some(delivery::retry(s)))
+            )
+        });
+        sqlx::query(&RETRY)
+            .bind(now)
+            .bind(now)
+            .bind(now)
+            .bind(d.id)
+            .execute(&mut *tx)
+            .await?;
         tx.deliveries_scheduled();
         let d = fetch_delivery(&mut tx, org_id, uuid).await?;
         tx.commit(Effects::none()).await?;

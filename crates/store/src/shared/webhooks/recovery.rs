@@ -2,6 +2,7 @@
 //! bulk redelivery, and the event feed.
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -10,7 +11,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::fan_out::{NewDelivery, insert_delivery, insert_unordered_deliveries};
-use super::{Backend, Db, dialect, push_in_list};
+use super::{Backend, Db, dialect, push_in_list, sql};
 use crate::StoreResult;
 use crate::recovery::*;
 use crate::webhooks::EventFilter;
@@ -18,12 +19,73 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::channel::ChannelIdentity;
 use switchboard_domain::event::{Effects, NewEvent};
 use switchboard_domain::webhooks::catalogue::subscribed;
-use switchboard_domain::webhooks::endpoint::EndpointOrdering;
+use switchboard_domain::webhooks::delivery;
+use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
 
 const SELECT_RECOVERY: &str =
     "SELECT r.uuid, r.org_id, ep.uuid AS endpoint_uuid, r.since, r.until, r.status,
         r.events_matched, r.deliveries_queued, r.error, r.created_at, r.completed_at
  FROM webhook_recoveries r JOIN webhook_endpoints ep ON ep.id = r.endpoint_id ";
+
+/// A page's lease renewal (it locks the row).
+static RENEW: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE webhook_recoveries SET lease_until = $1
+         WHERE id = $2 AND lease_token = $3 AND status = {}
+         RETURNING org_id, endpoint_id, since, until, cursor_at, cursor_id",
+        sql::name(RecoveryStatus::Running.as_str())
+    )
+});
+
+/// A recovery ends failed.
+static FAIL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE webhook_recoveries SET status = {}, error = $1, completed_at = $2,
+                lease_token = NULL, lease_until = NULL
+         WHERE id = $3",
+        sql::name(RecoveryStatus::Failed.as_str())
+    )
+});
+
+/// A page's progress, completing the recovery after its last page.
+static PROGRESS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE webhook_recoveries
+         SET events_matched = events_matched + $1, deliveries_queued = deliveries_queued + $2,
+             cursor_at = COALESCE($3, cursor_at), cursor_id = COALESCE($4, cursor_id),
+             status = CASE WHEN $5 THEN {} ELSE status END,
+             completed_at = CASE WHEN $6 THEN $7 ELSE completed_at END,
+             lease_token = CASE WHEN $8 THEN NULL ELSE lease_token END,
+             lease_until = CASE WHEN $9 THEN NULL ELSE lease_until END
+         WHERE id = $10",
+        sql::name(RecoveryStatus::Completed.as_str())
+    )
+});
+
+/// The statuses of deliveries that cover their event: a recovery does not queue it again
+/// (`delivery::recovery_requeues`).
+static COVERING: LazyLock<String> =
+    LazyLock::new(|| sql::statuses(|s| !delivery::recovery_requeues(s)));
+
+/// A bulk retry's change (`delivery::bulk_retry`), up to its due time.
+static BULK_RETRY_SET: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE webhook_deliveries SET status = {}, due_at = ",
+        sql::status_case(delivery::bulk_retry)
+    )
+});
+
+/// A bulk retry's choice, after the organization: the deliveries `delivery::bulk_retry`
+/// takes, not in flight, whose endpoint is not deleted, and not held in a contact's chain.
+static BULK_RETRY_WHERE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        " AND d.status NOT IN {} AND d.lease_token IS NULL AND ep.deleted_at IS NULL
+          AND NOT (d.order_key IS NOT NULL AND d.due_at IS NULL AND d.status IN {})
+          AND d.id > ",
+        sql::statuses(|s| delivery::bulk_retry(s).is_none()),
+        *sql::UNFINISHED
+    )
+});
 
 #[derive(sqlx::FromRow)]
 struct RecoveryRow {
@@ -132,18 +194,22 @@ impl RecoveryStore for Backend {
         .bind(new.endpoint_uuid)
         .fetch_one(&mut *tx)
         .await?;
-        sqlx::query(
-            "INSERT INTO webhook_recoveries (uuid, org_id, endpoint_id, since, until, status, created_at)
-             VALUES ($1, $2, $3, $4, $5, 'running', $6)",
-        )
-        .bind(new.uuid)
-        .bind(new.org_id)
-        .bind(endpoint_id)
-        .bind(new.since)
-        .bind(new.until)
-        .bind(new.now)
-        .execute(&mut *tx)
-        .await?;
+        static INSERT: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "INSERT INTO webhook_recoveries (uuid, org_id, endpoint_id, since, until, status, created_at)
+                 VALUES ($1, $2, $3, $4, $5, {}, $6)",
+                sql::name(RecoveryStatus::Running.as_str())
+            )
+        });
+        sqlx::query(&INSERT)
+            .bind(new.uuid)
+            .bind(new.org_id)
+            .bind(endpoint_id)
+            .bind(new.since)
+            .bind(new.until)
+            .bind(new.now)
+            .execute(&mut *tx)
+            .await?;
         let sql = format!("{SELECT_RECOVERY} WHERE r.uuid = $1");
         let row: RecoveryRow = sqlx::query_as(&sql)
             .bind(new.uuid)
@@ -176,13 +242,16 @@ impl RecoveryStore for Backend {
         lease_until: Timestamp,
     ) -> StoreResult<Option<ClaimedRecovery>> {
         let mut tx = self.write().await?;
-        let sql = format!(
-            "SELECT id, uuid FROM webhook_recoveries
-             WHERE status = 'running' AND (lease_until IS NULL OR lease_until <= $1)
-             ORDER BY id LIMIT 1{}",
-            dialect::SKIP_LOCKED
-        );
-        let found: Option<(i64, Uuid)> = sqlx::query_as(&sql)
+        static NEXT: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "SELECT id, uuid FROM webhook_recoveries
+                 WHERE status = {} AND (lease_until IS NULL OR lease_until <= $1)
+                 ORDER BY id LIMIT 1{}",
+                sql::name(RecoveryStatus::Running.as_str()),
+                dialect::SKIP_LOCKED
+            )
+        });
+        let found: Option<(i64, Uuid)> = sqlx::query_as(&NEXT)
             .bind(now)
             .fetch_optional(&mut *tx)
             .await?;
@@ -211,16 +280,12 @@ impl RecoveryStore for Backend {
     ) -> StoreResult<RecoveryStep> {
         let mut tx = self.write().await?;
         // Renew the lease (and lock the row): nothing is written unless the claim still holds.
-        let progress: Option<Progress> = sqlx::query_as(
-            "UPDATE webhook_recoveries SET lease_until = $1
-             WHERE id = $2 AND lease_token = $3 AND status = 'running'
-             RETURNING org_id, endpoint_id, since, until, cursor_at, cursor_id",
-        )
-        .bind(lease_until)
-        .bind(claim.id)
-        .bind(claim.token)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let progress: Option<Progress> = sqlx::query_as(&RENEW)
+            .bind(lease_until)
+            .bind(claim.id)
+            .bind(claim.token)
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(p) = progress else {
             tx.commit(Effects::none()).await?;
             return Ok(RecoveryStep::LeaseLost);
@@ -233,22 +298,18 @@ impl RecoveryStore for Backend {
         .await?;
         let failure = if target.deleted_at.is_some() {
             Some("The endpoint was deleted during the recovery.")
-        } else if target.status != "active" {
+        } else if target.status != EndpointStatus::Active.as_str() {
             Some("The endpoint was disabled during the recovery; re-enable it and recover again.")
         } else {
             None
         };
         if let Some(reason) = failure {
-            sqlx::query(
-                "UPDATE webhook_recoveries SET status = 'failed', error = $1, completed_at = $2,
-                        lease_token = NULL, lease_until = NULL
-                 WHERE id = $3",
-            )
-            .bind(reason)
-            .bind(now)
-            .bind(claim.id)
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query(&FAIL)
+                .bind(reason)
+                .bind(now)
+                .bind(claim.id)
+                .execute(&mut *tx)
+                .await?;
             tx.commit(Effects::none()).await?;
             return Ok(RecoveryStep::Failed(reason.to_owned()));
         }
@@ -289,7 +350,9 @@ impl RecoveryStore for Backend {
                 "SELECT event_id FROM webhook_deliveries WHERE endpoint_id = ",
             );
             qb.push_bind(p.endpoint_id)
-                .push(" AND status IN ('delivered', 'pending', 'retrying') AND event_id");
+                .push(" AND status IN ")
+                .push(&*COVERING)
+                .push(" AND event_id");
             push_in_list(&mut qb, &ids);
             have = qb
                 .build_query_scalar::<i64>()
@@ -328,28 +391,19 @@ impl RecoveryStore for Backend {
         let matched = i64::try_from(matching.len()).unwrap_or(i64::MAX);
         let done = i64::try_from(events.len()).unwrap_or(i64::MAX) < page;
         let last = events.last().map(|e| (e.occurred_at, e.id));
-        sqlx::query(
-            "UPDATE webhook_recoveries
-             SET events_matched = events_matched + $1, deliveries_queued = deliveries_queued + $2,
-                 cursor_at = COALESCE($3, cursor_at), cursor_id = COALESCE($4, cursor_id),
-                 status = CASE WHEN $5 THEN 'completed' ELSE status END,
-                 completed_at = CASE WHEN $6 THEN $7 ELSE completed_at END,
-                 lease_token = CASE WHEN $8 THEN NULL ELSE lease_token END,
-                 lease_until = CASE WHEN $9 THEN NULL ELSE lease_until END
-             WHERE id = $10",
-        )
-        .bind(matched)
-        .bind(queued)
-        .bind(last.map(|l| l.0))
-        .bind(last.map(|l| l.1))
-        .bind(done)
-        .bind(done)
-        .bind(now)
-        .bind(done)
-        .bind(done)
-        .bind(claim.id)
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(&PROGRESS)
+            .bind(matched)
+            .bind(queued)
+            .bind(last.map(|l| l.0))
+            .bind(last.map(|l| l.1))
+            .bind(done)
+            .bind(done)
+            .bind(now)
+            .bind(done)
+            .bind(done)
+            .bind(claim.id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit(Effects::none()).await?;
         Ok(if done {
             RecoveryStep::Completed { matched, queued }
@@ -369,11 +423,7 @@ impl RecoveryStore for Backend {
         let mut after = 0i64;
         loop {
             let mut tx = self.write().await?;
-            let mut qb = QueryBuilder::<Db>::new(
-                "UPDATE webhook_deliveries
-                 SET status = CASE WHEN status IN ('failed', 'retries_exhausted') THEN 'pending' ELSE status END,
-                     due_at = ",
-            );
+            let mut qb = QueryBuilder::<Db>::new(&*BULK_RETRY_SET);
             qb.push_bind(now)
                 .push(", next_attempt_at = ")
                 .push_bind(now)
@@ -386,11 +436,7 @@ impl RecoveryStore for Backend {
                      WHERE d.org_id = ",
                 )
                 .push_bind(org_id)
-                .push(
-                    " AND d.status <> 'delivered' AND d.lease_token IS NULL AND ep.deleted_at IS NULL
-                      AND NOT (d.order_key IS NOT NULL AND d.due_at IS NULL AND d.status IN ('pending', 'retrying'))
-                      AND d.id > ",
-                )
+                .push(&*BULK_RETRY_WHERE)
                 .push_bind(after);
             if let Some(status) = filter.status {
                 qb.push(" AND d.status = ").push_bind(status.as_str());

@@ -1,0 +1,333 @@
+//! The dispatcher's claims: which due deliveries an instance takes (the domain's
+//! `claim::choose` decides), their leases, and the claimed deliveries read back.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use sqlx::QueryBuilder;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::super::write::WriteTx;
+use super::attempts::insert_attempt;
+use super::endpoints::endpoint_status;
+use super::{Conn, Db, dialect, push_in_list};
+use crate::webhooks::*;
+use crate::{StoreError, StoreResult};
+use serde_json::Value;
+use switchboard_domain::Timestamp;
+use switchboard_domain::channel::ChannelIdentity;
+use switchboard_domain::event::NewEvent;
+use switchboard_domain::webhooks::claim;
+use switchboard_domain::webhooks::destination::DestinationType;
+
+#[derive(sqlx::FromRow)]
+struct CandidateRow {
+    id: i64,
+    endpoint_id: Option<i64>,
+    attempts: i64,
+    lease_token: Option<Uuid>,
+    last_attempt_at: Option<Timestamp>,
+    next_attempt_at: Option<Timestamp>,
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimRow {
+    id: i64,
+    uuid: Uuid,
+    org_id: i64,
+    attempts: i64,
+    event_uuid: Uuid,
+    event_org_id: i64,
+    event_name: String,
+    event_data: Json<Value>,
+    event_channel: Option<Json<ChannelIdentity>>,
+    occurred_at: Timestamp,
+    ep_id: Option<i64>,
+    ep_uuid: Option<Uuid>,
+    ep_url: Option<String>,
+    ep_headers: Option<Json<BTreeMap<String, String>>>,
+    ep_secret: Option<Vec<u8>>,
+    ep_status: Option<String>,
+    ep_deleted_at: Option<Timestamp>,
+    ep_legacy: Option<bool>,
+    ep_timeout_ms: Option<i64>,
+    ep_retry_delays_ms: Option<String>,
+    ep_max_per_second: Option<i64>,
+    ep_destination: Option<String>,
+    ep_target: Option<String>,
+    ep_target_secret: Option<Vec<u8>>,
+    ep_auth: Option<String>,
+    ep_auth_secret: Option<Vec<u8>>,
+    envelope: Option<String>,
+    sequence: Option<i64>,
+    event_trace: Option<String>,
+}
+
+impl ClaimRow {
+    /// The claimed delivery this row reads back, with its claim's token, lease and
+    /// (`ahead`, `claimed_from`), and its endpoint's retired secrets (taken from `retired`).
+    fn into_claimed(
+        self,
+        token: Uuid,
+        lease_until: Timestamp,
+        (ahead, claimed_from): (bool, ClaimedFrom),
+        retired: &mut HashMap<i64, Vec<Vec<u8>>>,
+    ) -> StoreResult<ClaimedDelivery> {
+        let r = self;
+        let endpoint = match (r.ep_id, r.ep_uuid, r.ep_url, r.ep_status) {
+            (Some(id), Some(uuid), Some(url), Some(status)) => Some(ClaimedEndpoint {
+                id,
+                uuid,
+                url,
+                headers: r.ep_headers.map(|h| h.0).unwrap_or_default(),
+                sealed_secret: r.ep_secret.unwrap_or_default(),
+                status: endpoint_status(&status)?,
+                deleted: r.ep_deleted_at.is_some(),
+                legacy: r.ep_legacy.unwrap_or(false),
+                retired_secrets: retired.remove(&id).unwrap_or_default(),
+                controls: EndpointControls {
+                    filter: None,
+                    timeout_ms: r.ep_timeout_ms,
+                    retry_delays_ms: super::endpoints::delays_of_column(
+                        r.ep_retry_delays_ms.as_deref(),
+                    ),
+                    max_per_second: r.ep_max_per_second,
+                    destination: r
+                        .ep_destination
+                        .as_deref()
+                        .and_then(DestinationType::parse)
+                        .unwrap_or_default(),
+                    target: r.ep_target,
+                    sealed_target_url: r.ep_target_secret,
+                    auth: r.ep_auth,
+                    sealed_auth_secret: r.ep_auth_secret,
+                },
+            }),
+            _ => None,
+        };
+        let event = NewEvent {
+            uuid: r.event_uuid,
+            org_id: r.event_org_id,
+            name: r.event_name,
+            data: r.event_data.0,
+            channel: r.event_channel.map(|c| c.0),
+            occurred_at: r.occurred_at,
+            test: false,
+            sample: false,
+            trace: r.event_trace,
+        };
+        // Events written before envelopes were kept have their envelope built now.
+        let envelope = r.envelope.unwrap_or_else(|| event.envelope_text());
+        Ok(ClaimedDelivery {
+            id: r.id,
+            token,
+            uuid: r.uuid,
+            org_id: r.org_id,
+            attempt: r.attempts,
+            event,
+            envelope,
+            sequence: r.sequence,
+            endpoint,
+            lease_until,
+            ahead,
+            claimed_from,
+        })
+    }
+}
+
+/// Claims due deliveries inside `tx` (see [`ClaimRequest`]).
+pub(super) async fn claim_in(
+    tx: &mut WriteTx<'_>,
+    req: &ClaimRequest,
+) -> StoreResult<Vec<ClaimedDelivery>> {
+    if req.is_empty() {
+        return Ok(Vec::new());
+    }
+    // The policy is the domain's (`claim::choose`): read the candidates, choose, lease.
+    let no_room = HashMap::new();
+    let limits = claim::Limits {
+        limit: req.limit,
+        per_endpoint: req.per_endpoint,
+        in_flight: &req.in_flight,
+        ahead_limit: req.ahead.as_ref().map_or(0, |a| a.limit),
+        room: req.ahead.as_ref().map_or(&no_room, |a| &a.room),
+    };
+    let saturated = limits.saturated();
+    let scan = i64::try_from(limits.scan()).unwrap_or(i64::MAX);
+    let mut qb = QueryBuilder::<Db>::new(
+        "SELECT id, endpoint_id, attempts, lease_token, last_attempt_at, next_attempt_at FROM webhook_deliveries
+             WHERE due_at IS NOT NULL AND due_at <= ",
+    );
+    // A claimed delivery keeps its due_at; its lease (lease_until) keeps it from other claims
+    // until it expires. (A claim by a release before migration 0019 has no lease_until and
+    // its expiry in due_at.)
+    qb.push_bind(req.now)
+        .push(" AND (lease_token IS NULL OR COALESCE(lease_until, due_at) <= ")
+        .push_bind(req.now)
+        .push(")");
+    if !saturated.is_empty() {
+        qb.push(" AND (endpoint_id IS NULL OR endpoint_id NOT");
+        push_in_list(&mut qb, &saturated);
+        qb.push(")");
+    }
+    qb.push(" ORDER BY due_at, id LIMIT ")
+        .push_bind(scan)
+        .push(dialect::SKIP_LOCKED);
+    let candidates: Vec<CandidateRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
+    // Deliveries without an endpoint count together, under key 0.
+    let picks = claim::choose(
+        &limits,
+        candidates.iter().map(|c| c.endpoint_id.unwrap_or(0)),
+    );
+    let mut candidates: Vec<Option<CandidateRow>> = candidates.into_iter().map(Some).collect();
+    let chosen: Vec<(CandidateRow, bool)> = picks
+        .into_iter()
+        .filter_map(|p| candidates[p.index].take().map(|c| (c, p.ahead)))
+        .collect();
+    if chosen.is_empty() {
+        return Ok(Vec::new());
+    }
+    // A claim whose lease expired: its attempt was interrupted (the instance stopped).
+    record_interrupted(tx, &chosen, req.now).await?;
+    let ids: Vec<i64> = chosen.iter().map(|(c, _)| c.id).collect();
+    let mut qb = QueryBuilder::<Db>::new(
+        "UPDATE webhook_deliveries SET attempts = attempts + 1, lease_until = ",
+    );
+    qb.push_bind(req.lease_until)
+        .push(", lease_token = ")
+        .push_bind(req.token)
+        .push(", next_attempt_at = NULL, last_attempt_at = ")
+        .push_bind(req.now)
+        .push(", updated_at = ")
+        .push_bind(req.now)
+        .push(" WHERE id");
+    push_in_list(&mut qb, &ids);
+    qb.build().execute(&mut **tx).await?;
+    let mut claimed_from: HashMap<i64, (bool, ClaimedFrom)> = chosen
+        .into_iter()
+        .map(|(c, ahead)| {
+            let from = ClaimedFrom {
+                last_attempt_at: c.last_attempt_at,
+                next_attempt_at: c.next_attempt_at,
+            };
+            (c.id, (ahead, from))
+        })
+        .collect();
+    let mut qb = QueryBuilder::<Db>::new(
+            "SELECT d.id, d.uuid, d.org_id, d.attempts, ev.uuid AS event_uuid, ev.org_id AS event_org_id,
+                    ev.name AS event_name, ev.data AS event_data, ev.channel AS event_channel, ev.occurred_at,
+                    ep.id AS ep_id, ep.uuid AS ep_uuid, ep.url AS ep_url, ep.headers AS ep_headers,
+                    ep.signing_secret AS ep_secret, ep.status AS ep_status, ep.deleted_at AS ep_deleted_at,
+                    ep.legacy AS ep_legacy, ep.timeout_ms AS ep_timeout_ms, ep.retry_delays_ms AS ep_retry_delays_ms,
+                    ep.max_per_second AS ep_max_per_second, ep.destination AS ep_destination, ep.target AS ep_target,
+                    ep.target_secret AS ep_target_secret, ep.auth AS ep_auth, ep.auth_secret AS ep_auth_secret,
+                    ev.envelope, d.sequence, ev.trace AS event_trace
+             FROM webhook_deliveries d
+             JOIN events ev ON ev.id = d.event_id
+             LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
+             WHERE d.id",
+        );
+    push_in_list(&mut qb, &ids);
+    qb.push(" ORDER BY d.id");
+    let rows: Vec<ClaimRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
+    let leases = lengthen_leases(tx, &rows, req).await?;
+    let mut retired = retired_secrets(tx, &rows, req.now).await?;
+
+    rows.into_iter()
+        .map(|r| {
+            let (ahead, from) = claimed_from
+                .remove(&r.id)
+                .ok_or_else(|| StoreError::Other("a claimed delivery was not read back".into()))?;
+            let lease_until = leases.get(&r.id).copied().unwrap_or(req.lease_until);
+            r.into_claimed(req.token, lease_until, (ahead, from), &mut retired)
+        })
+        .collect()
+}
+
+/// Records the interrupted attempt of each chosen delivery whose earlier claim's lease expired
+/// (the instance making that attempt stopped before recording its outcome).
+async fn record_interrupted(
+    conn: &mut Conn,
+    chosen: &[(CandidateRow, bool)],
+    now: Timestamp,
+) -> StoreResult<()> {
+    for (c, _) in chosen.iter().filter(|(c, _)| c.lease_token.is_some()) {
+        insert_attempt(
+            conn,
+            c.id,
+            &AttemptRecord {
+                number: c.attempts,
+                url: None,
+                started_at: c.last_attempt_at.unwrap_or(now),
+                duration_ms: None,
+                response_status: None,
+                error_code: Some("attempt_interrupted".into()),
+                error_message: Some(
+                    "The instance making this attempt stopped before recording its outcome; the delivery was taken over."
+                        .into(),
+                ),
+                response_body_excerpt: None,
+                signed_with: None,
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// A delivery to an endpoint whose own time limit is longer than the deployment's is leased
+/// that much longer: its lease covers its attempt. Returns the leases lengthened.
+async fn lengthen_leases(
+    conn: &mut Conn,
+    rows: &[ClaimRow],
+    req: &ClaimRequest,
+) -> StoreResult<HashMap<i64, Timestamp>> {
+    let deployment_ms = i64::try_from(req.timeout.as_millis()).unwrap_or(i64::MAX);
+    let mut longer: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for r in rows {
+        if let Some(t) = r.ep_timeout_ms.filter(|t| *t > deployment_ms) {
+            longer.entry(t - deployment_ms).or_default().push(r.id);
+        }
+    }
+    let mut leases: HashMap<i64, Timestamp> = HashMap::new();
+    for (extra_ms, ids) in longer {
+        let until = req
+            .lease_until
+            .saturating_add(std::time::Duration::from_millis(extra_ms.unsigned_abs()));
+        let mut qb = QueryBuilder::<Db>::new("UPDATE webhook_deliveries SET lease_until = ");
+        qb.push_bind(until).push(" WHERE id");
+        push_in_list(&mut qb, &ids);
+        qb.build().execute(&mut *conn).await?;
+        leases.extend(ids.into_iter().map(|id| (id, until)));
+    }
+    Ok(leases)
+}
+
+/// Retired secrets still in their grace period, for the endpoints of these rows (endpoint id
+/// -> sealed secrets, newest first).
+async fn retired_secrets(
+    conn: &mut Conn,
+    rows: &[ClaimRow],
+    now: Timestamp,
+) -> StoreResult<HashMap<i64, Vec<Vec<u8>>>> {
+    let endpoint_ids: Vec<i64> = rows
+        .iter()
+        .filter_map(|r| r.ep_id)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let mut retired: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
+    if !endpoint_ids.is_empty() {
+        let mut qb = QueryBuilder::<Db>::new(
+            "SELECT endpoint_id, signing_secret FROM webhook_endpoint_secrets WHERE expires_at > ",
+        );
+        qb.push_bind(now).push(" AND endpoint_id");
+        push_in_list(&mut qb, &endpoint_ids);
+        qb.push(" ORDER BY expires_at DESC, id DESC");
+        let secrets: Vec<(i64, Vec<u8>)> = qb.build_query_as().fetch_all(&mut *conn).await?;
+        for (endpoint_id, sealed) in secrets {
+            retired.entry(endpoint_id).or_default().push(sealed);
+        }
+    }
+    Ok(retired)
+}
