@@ -40,7 +40,7 @@ use super::error::ApiError;
 use super::request_id;
 use super::state::AppState;
 use switchboard_store::{
-    ClaimOutcome, ClaimToken, IdempotencyClaim, IdempotencyState, StoredResponse,
+    ClaimOutcome, ClaimToken, IdempotencyClaim, IdempotencyState, Stored, StoredResponse,
 };
 
 pub const HEADER: &str = "idempotency-key";
@@ -133,9 +133,31 @@ pub fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
 /// A stored response, replayed as stored (specification section 3: "stored status and body
 /// returned"): an error body keeps the `request_id` of the request that produced it, while
 /// the replay's own id is in its `X-Request-Id` header.
-fn replay(stored: StoredResponse) -> Response {
-    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
-    let mut r = json_response(status, stored.body);
+/// [`replay`], a sealed response opened first (its key's `aad`).
+fn replay_opened(state: &AppState, aad: &[u8], stored: Stored) -> Response {
+    let Stored::Response(stored) = stored else {
+        return replay(stored);
+    };
+    match stored.body.strip_prefix(SEALED) {
+        None => replay(Stored::Response(stored)),
+        Some(sealed) => match state.secrets.open(sealed, aad) {
+            Ok(body) => replay(Stored::Response(StoredResponse {
+                status: stored.status,
+                body,
+            })),
+            Err(_) => {
+                tracing::warn!(
+                    "a sealed idempotent response cannot be opened (was the master key rotated?)"
+                );
+                ApiError::idempotency_conflict().into_response()
+            }
+        },
+    }
+}
+
+fn replay(stored: Stored) -> Response {
+    let (status, body) = super::recorded::answer(&stored);
+    let mut r = json_response(status, body);
     r.headers_mut()
         .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
     r
@@ -306,23 +328,7 @@ where
     } = request;
     let fingerprint = fingerprint(method, path, body);
     let aad = seal_aad(principal.key_id, &key);
-    let replay = |stored: StoredResponse| -> Response {
-        match stored.body.strip_prefix(SEALED) {
-            None => replay(stored),
-            Some(sealed) => match state.secrets.open(sealed, &aad) {
-                Ok(body) => replay(StoredResponse {
-                    status: stored.status,
-                    body,
-                }),
-                Err(_) => {
-                    tracing::warn!(
-                        "a sealed idempotent response cannot be opened (was the master key rotated?)"
-                    );
-                    ApiError::idempotency_conflict().into_response()
-                }
-            },
-        }
-    };
+    let replay = |stored: Stored| replay_opened(state, &aad, stored);
     let claim = IdempotencyClaim {
         api_key_id: principal.key_id,
         key: key.as_str().to_owned(),

@@ -27,6 +27,7 @@ pub mod path;
 pub mod permissions;
 pub mod query;
 pub mod rate_limit;
+pub mod recorded;
 pub mod request_id;
 pub mod server;
 pub mod state;

@@ -21,7 +21,7 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::crypto::SecretBox;
 use crate::ops::sending::{
-    CatalogCompletion, CatalogMode, CatalogRequest, CatalogSendInput, SendContext, SendError,
+    CatalogMode, CatalogRequest, CatalogSendInput, SendCompletion, SendContext, SendError,
     send_catalog,
 };
 use crate::providers::ProviderHub;
@@ -32,7 +32,7 @@ use switchboard_domain::template::parse_request_template;
 use switchboard_store::legacy::{
     CampaignRecord, ClaimedRecipient, NewCampaign, RecipientOutcome, RecipientStatus,
 };
-use switchboard_store::{ClaimOutcome, IdempotencyClaim, SharedStore, StoredResponse};
+use switchboard_store::{ClaimOutcome, IdempotencyClaim, SharedStore, Stored};
 
 /// How many recipients one claim takes.
 const BATCH: i64 = 16;
@@ -190,13 +190,9 @@ impl CampaignWorker {
             cache: &self.cache,
         };
         let input = self.input(c);
-        let completion = CatalogCompletion {
+        let completion = SendCompletion {
             token,
-            respond: Box::new(|r, _extra, rejection| StoredResponse {
-                status: if rejection.is_some() { 422 } else { 201 },
-                body: serde_json::to_vec(&json!({ "message_id": r.message.id }))
-                    .expect("JSON serializes"),
-            }),
+            request_id: None,
         };
         let release = || async {
             if let Err(e) = self.store.release_idempotency(token).await {
@@ -281,12 +277,20 @@ impl CampaignWorker {
     }
 }
 
-/// The outcome of a recipient whose send completed before (a worker stopped after the send).
-fn replayed(stored: &StoredResponse) -> RecipientOutcome {
-    let message_id = serde_json::from_slice::<Value>(&stored.body)
-        .ok()
-        .and_then(|v| v.get("message_id").and_then(Value::as_i64));
-    if stored.status == 201 {
+/// The outcome of a recipient whose send completed before (a worker stopped after the send):
+/// its claim kept the record (or, written by an earlier version, `{"message_id"}`).
+fn replayed(stored: &Stored) -> RecipientOutcome {
+    let (status, message_id) = match stored {
+        Stored::Send(s) => (s.status, Some(s.recorded.message.id)),
+        Stored::Response(r) => (
+            r.status,
+            serde_json::from_slice::<Value>(&r.body)
+                .ok()
+                .and_then(|v| v.get("message_id").and_then(Value::as_i64)),
+        ),
+        Stored::Batch(_) => (0, None),
+    };
+    if status == 201 {
         RecipientOutcome {
             status: RecipientStatus::Sent,
             message_id,

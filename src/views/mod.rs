@@ -3,10 +3,13 @@
 //! (`ops`) and the admin tools' `--json` output (`cli`). Plain data with `Serialize` and the
 //! OpenAPI schema; nothing here imports `ops`, `http` or `cli` (see `tests/architecture.rs`).
 //!
-//! Request bodies and response envelopes that only the HTTP API has (`SendResponse`, page
-//! envelopes, error bodies) live with their handlers in `http`.
+//! The answers of sends and batches (`sends`) are here too: they are rendered from what the
+//! sends' idempotency claims keep, the first time and on every replay. Request bodies and
+//! response envelopes that only the HTTP API has (page envelopes, error bodies) live with
+//! their handlers in `http`.
 
 pub mod campaigns;
 pub mod groups;
 pub mod messages;
+pub mod sends;
 pub mod templates;

@@ -28,7 +28,7 @@ pub enum InboundSender {
     Telegram { chat_id: String },
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Contact {
     pub id: i64,
     pub uuid: Uuid,
@@ -77,7 +77,7 @@ impl FromStr for ConversationStatus {
 
 /// One contact on one channel. At most one is open per contact and channel (enforced by the
 /// database).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Conversation {
     pub id: i64,
     pub uuid: Uuid,

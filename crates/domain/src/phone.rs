@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The longest raw input looked at (separators included).
 pub const MAX_INPUT_LEN: usize = 32;
@@ -161,6 +161,14 @@ impl fmt::Display for Phone {
 impl Serialize for Phone {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.0)
+    }
+}
+
+/// A phone read back (a stored record): validated again.
+impl<'de> Deserialize<'de> for Phone {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Phone::parse(&s).map_err(serde::de::Error::custom)
     }
 }
 

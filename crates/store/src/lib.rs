@@ -418,7 +418,7 @@ pub trait MessageStore: Send + Sync {
     async fn record_outbound(
         &self,
         new: NewOutbound,
-        completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
+        completion: Option<ClaimCompletion>,
         effects: EffectsFn<'_, RecordedOutbound>,
     ) -> StoreResult<RecordedOutbound>;
     /// [`MessageStore::record_outbound`] by group commit: records sent at the same time are
@@ -434,10 +434,6 @@ pub trait MessageStore: Send + Sync {
             completion,
             effects,
         } = record;
-        let completion = completion.map(|(token, respond)| IdempotencyCompletion {
-            token,
-            respond: Box::new(move |r: &RecordedOutbound| respond(r)),
-        });
         self.record_outbound(new, completion, Box::new(move |r| effects(r)))
             .await
     }
@@ -564,7 +560,7 @@ pub trait TemplateStore: Send + Sync {
         new: NewOutbound,
         contact_name: Option<String>,
         consent: NewConsent,
-        completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
+        completion: Option<ClaimCompletion>,
         effects: EffectsFn<'_, RecordedOutbound>,
     ) -> StoreResult<RecordedOutbound>;
     /// Consent evidence of the organization by UUID.

@@ -15,7 +15,7 @@ use switchboard_domain::message::{Direction, MessageStatus, MessageType};
 use switchboard_domain::phone::Phone;
 
 /// A message as stored, with what the API shows of its channel, contact and conversation.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MessageRecord {
     pub id: i64,
     pub uuid: Uuid,
@@ -104,7 +104,7 @@ pub struct NewOutbound {
 }
 
 /// What recording a message wrote.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RecordedOutbound {
     pub message: MessageRecord,
     pub contact: Contact,
@@ -292,12 +292,58 @@ pub struct StoredResponse {
     pub body: Vec<u8>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What a completed claim keeps for replay: a response's bytes, or the data a send or a batch
+/// recorded with its claim, from which the API renders the answer (the first answer and every
+/// replay alike: the store never builds an answer).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stored {
+    Response(StoredResponse),
+    Send(Box<RecordedSend>),
+    Batch(crate::queue::BatchRecord),
+}
+
+/// A send recorded with its idempotency claim, as data: the record as written, and what the
+/// answer needs beside it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RecordedSend {
+    /// 201, or 422: the provider rejected the message (recorded `failed`).
+    pub status: u16,
+    /// The id of the request that sent it (error bodies carry it).
+    pub request_id: Option<String>,
+    /// What the answer shows beside the record (a catalog send's consent and template), as the
+    /// API shaped it before the write.
+    pub extra: Option<Value>,
+    pub recorded: RecordedOutbound,
+}
+
+/// The completion of a send's idempotency claim in the transaction that records the send:
+/// data only ([`RecordedSend`] without the record, which the store adds).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimCompletion {
+    pub token: ClaimToken,
+    pub status: u16,
+    pub request_id: Option<String>,
+    pub extra: Option<Value>,
+}
+
+impl ClaimCompletion {
+    /// What is kept for replay once `recorded` is written.
+    pub fn with(&self, recorded: &RecordedOutbound) -> RecordedSend {
+        RecordedSend {
+            status: self.status,
+            request_id: self.request_id.clone(),
+            extra: self.extra.clone(),
+            recorded: recorded.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
 pub enum ClaimOutcome {
     /// This request owns the key now (`taken_over`: from a claimant whose lease had expired).
     Claimed { token: ClaimToken, taken_over: bool },
     /// The same request completed before: replay this.
-    Replay(StoredResponse),
+    Replay(Stored),
     /// The key was used with a different method, path or body.
     Conflict,
     /// The same request is running under a live lease.
@@ -305,20 +351,18 @@ pub enum ClaimOutcome {
 }
 
 /// The state of a key, read without claiming it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum IdempotencyState {
     Absent,
     Completed {
         fingerprint: Vec<u8>,
-        response: StoredResponse,
+        response: Stored,
     },
     InProgress {
         fingerprint: Vec<u8>,
     },
 }
 
-/// The response stored with a grouped record's idempotency claim, built from the record.
-pub type GroupResponder = Arc<dyn Fn(&RecordedOutbound) -> StoredResponse + Send + Sync>;
 /// The effects of a grouped record.
 pub type GroupEffects = Arc<dyn Fn(&RecordedOutbound) -> Effects + Send + Sync>;
 
@@ -328,13 +372,7 @@ pub type GroupEffects = Arc<dyn Fn(&RecordedOutbound) -> Effects + Send + Sync>;
 #[derive(Clone)]
 pub struct GroupedOutbound {
     pub new: NewOutbound,
-    /// The idempotency claim to complete with the record, and its stored response.
-    pub completion: Option<(ClaimToken, GroupResponder)>,
+    /// The idempotency claim to complete with the record.
+    pub completion: Option<ClaimCompletion>,
     pub effects: GroupEffects,
-}
-
-/// Completes a claim inside the transaction that writes the result.
-pub struct IdempotencyCompletion<'a, T> {
-    pub token: ClaimToken,
-    pub respond: Box<dyn FnOnce(&T) -> StoredResponse + Send + 'a>,
 }

@@ -141,7 +141,7 @@ pub(super) mod dialect {
 
     /// An idempotency record, locked for the rest of the claim transaction.
     pub const SELECT_IDEMPOTENCY_FOR_UPDATE: &str =
-        "SELECT id, fingerprint, state, locked_until, response_status, response_body, expires_at
+        "SELECT id, fingerprint, state, locked_until, response_status, response_body, response_format, expires_at
          FROM idempotency_records WHERE api_key_id = $1 AND idempotency_key = $2 FOR UPDATE";
     /// Appended to the dispatcher's claim query: rows another instance is claiming are skipped.
     pub const SKIP_LOCKED: &str = " FOR UPDATE SKIP LOCKED";

@@ -20,10 +20,7 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::event::Effects;
 use switchboard_domain::message::MessageStatus;
 
-use crate::{
-    EffectsFn, IdempotencyCompletion, MessageRecord, MessageStep, NewOutbound, RecordedOutbound,
-    StoreResult,
-};
+use crate::{EffectsFn, MessageRecord, MessageStep, NewOutbound, RecordedOutbound, StoreResult};
 
 /// The effects of each item of a batch.
 pub type ItemEffectsFn<'a> = Box<dyn Fn(&RecordedOutbound) -> Effects + Send + Sync + 'a>;
@@ -47,7 +44,7 @@ pub struct NewBatch {
 }
 
 /// A batch as stored, with its items counted by status.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BatchRecord {
     pub id: i64,
     pub uuid: Uuid,
@@ -105,12 +102,13 @@ pub enum LeaseResult<T> {
 pub trait SendQueueStore: Send + Sync {
     /// Records a batch and its items (each `NewOutbound` carries its [`QueueEntry`], whose
     /// `batch_id` the store fills in) in one transaction, with the completion of the request's
-    /// idempotency claim and each item's effects (`contact.created`, `conversation.created`).
+    /// idempotency claim (the batch record is kept for replay) and each item's effects
+    /// (`contact.created`, `conversation.created`).
     async fn record_batch(
         &self,
         batch: NewBatch,
         items: Vec<NewOutbound>,
-        completion: Option<IdempotencyCompletion<'_, BatchRecord>>,
+        completion: Option<crate::ClaimToken>,
         item_effects: ItemEffectsFn<'_>,
     ) -> StoreResult<(BatchRecord, Vec<RecordedOutbound>)>;
 

@@ -191,7 +191,7 @@ pub(super) mod dialect {
 
     /// An idempotency record, locked for the rest of the claim transaction (SQLite: the writer is exclusive anyway).
     pub const SELECT_IDEMPOTENCY_FOR_UPDATE: &str =
-        "SELECT id, fingerprint, state, locked_until, response_status, response_body, expires_at
+        "SELECT id, fingerprint, state, locked_until, response_status, response_body, response_format, expires_at
          FROM idempotency_records WHERE api_key_id = $1 AND idempotency_key = $2";
     /// Appended to the dispatcher's claim query (SQLite: writers are serialized, `BEGIN
     /// IMMEDIATE` makes the claim atomic across processes).

@@ -29,7 +29,7 @@ use super::super::error::{ApiError, ApiResult, ErrorBody};
 use super::super::idempotency;
 use super::super::json::parse;
 use super::super::messages::{
-    SendResponse, addressing, plain_completion, plain_outcome, send_context,
+    SendResponse, addressing, plain_outcome, send_completion, send_context,
 };
 use super::super::pagination::Page;
 use super::super::query::StrictQuery;
@@ -190,7 +190,7 @@ async fn perform(
         contact_uuid: addr.contact_uuid,
         phone: addr.phone,
     };
-    let completion = plain_completion(token);
+    let completion = send_completion(token);
     let recorded = completion.is_some();
     plain_outcome(
         send_flow(&send_context(&state), trigger, completion).await,

@@ -21,13 +21,13 @@ use crate::http::json::{RawJson, parse_strict};
 use crate::http::path::Path;
 use crate::http::rate_limit::LimitClass;
 use crate::http::state::AppState;
-use crate::ops::sending::batch::{BatchCompletion, MAX_BATCH_ITEMS, check_batch, record_batch};
+use crate::ops::sending::batch::{MAX_BATCH_ITEMS, check_batch, record_batch};
 use crate::ops::sending::{SendError, SendInput};
 use switchboard_domain::Timestamp;
 use switchboard_domain::pacing::batch_status;
 use switchboard_domain::scope::Scope;
+use switchboard_store::ClaimToken;
 use switchboard_store::queue::BatchRecord;
-use switchboard_store::{ClaimToken, StoredResponse};
 
 use super::requests::{SendPlan, media_request, template_request, text_request};
 use super::send::{Route, plan_of, send_context, send_error};
@@ -46,14 +46,7 @@ pub struct BatchRequest {
     pub messages: Vec<Value>,
 }
 
-/// A queued batch.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct BatchAccepted {
-    pub batch_id: Uuid,
-    /// `queued`.
-    pub status: String,
-    pub total: i64,
-}
+pub use crate::views::sends::{BatchAccepted, accepted_body};
 
 /// A batch's progress.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -81,15 +74,6 @@ impl From<&BatchRecord> for BatchOut {
             completed_at: b.completed_at,
         }
     }
-}
-
-fn accepted_body(b: &BatchRecord) -> Vec<u8> {
-    serde_json::to_vec(&BatchAccepted {
-        batch_id: b.uuid,
-        status: "queued".into(),
-        total: b.total,
-    })
-    .expect("responses serialize")
 }
 
 /// One item's problem: its index, code and field issues.
@@ -264,23 +248,9 @@ async fn perform(
         return ApiError::rate_limited(LimitClass::BatchItems.policy(), decision.retry_after_secs)
             .into_response();
     }
-    let completion = token.map(|token| BatchCompletion {
-        token,
-        respond: Box::new(|b: &BatchRecord| StoredResponse {
-            status: 202,
-            body: accepted_body(b),
-        }),
-    });
-    let stored = completion.is_some();
-    match record_batch(
-        &ctx,
-        principal.org_id,
-        principal.key_id,
-        prepared,
-        completion,
-    )
-    .await
-    {
+    // The claim keeps the batch's record, from which a replay renders the same 202.
+    let stored = token.is_some();
+    match record_batch(&ctx, principal.org_id, principal.key_id, prepared, token).await {
         Ok(batch) => {
             let mut r = idempotency::json_response(StatusCode::ACCEPTED, accepted_body(&batch));
             if stored {

@@ -28,7 +28,7 @@ pub use requests::{
     Addressing, SendPlan, addressing, media_request, template_request, text_request,
 };
 pub use send::{Route, send_error, send_frame, send_media, send_message, send_template};
-pub(crate) use send::{plain_completion, plain_outcome, send_context};
+pub(crate) use send::{plain_outcome, send_completion, send_context};
 pub use views::{
     CatalogSendResponse, ConsentInput, SendMediaRequest, SendMessageRequest, SendResponse,
     SendTemplateRequest,

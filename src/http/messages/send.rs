@@ -9,16 +9,13 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use crate::ops::sending::{
-    CatalogCompletion, CatalogExtra, CatalogSendInput, SendCompletion, SendContext, SendError,
-    SendInput, send_catalog,
+    CatalogSendInput, SendCompletion, SendContext, SendError, SendInput, send_catalog,
 };
-use crate::providers::ProviderError;
-use crate::views::templates::{ConsentOut, TemplateOut};
+use crate::views::sends::created_body;
 use switchboard_domain::scope::Scope;
-use switchboard_store::{ClaimToken, RecordedOutbound, StoredResponse};
+use switchboard_store::{ClaimToken, RecordedOutbound, RecordedSend};
 
 use super::requests::{
     Addressing, CatalogPlan, FixedMembers, SendPlan, media_request, template_request, text_request,
@@ -28,56 +25,12 @@ use super::views::{
 };
 use super::{MEDIA_PATH, MESSAGES_PATH, TEMPLATE_PATH};
 use crate::http::auth::Principal;
-use crate::http::error::{ApiError, ErrorBody, ErrorObject};
+use crate::http::error::{ApiError, ErrorBody};
 use crate::http::idempotency::{self, ClaimLost};
 use crate::http::json::{RawJson, Read, read_lenient, read_strict};
+use crate::http::recorded::send_answer;
 use crate::http::request_id;
 use crate::http::state::AppState;
-
-/// An error body, with the id of the request it answers (given: a stored body may be built
-/// outside the request's task).
-pub(super) fn body_bytes(
-    code: &'static str,
-    message: &str,
-    details: Option<Value>,
-    request_id: Option<&str>,
-) -> Vec<u8> {
-    serde_json::to_vec(&ErrorBody {
-        error: ErrorObject {
-            code: code.to_owned(),
-            message: message.to_owned(),
-            request_id: request_id.map(str::to_owned),
-            details,
-        },
-    })
-    .expect("error bodies serialize")
-}
-
-/// The response stored for a recorded send (and given live): 201 with the send response, or
-/// the 422 of a provider rejection, whose body carries `request_id` (the request's, captured in
-/// its task: the record may be written by a group committer's).
-pub(super) fn stored_response(
-    recorded: &RecordedOutbound,
-    rejection: Option<&ProviderError>,
-    request_id: Option<&str>,
-) -> StoredResponse {
-    match rejection {
-        None => StoredResponse {
-            status: 201,
-            body: serde_json::to_vec(&SendResponse::from(recorded)).expect("responses serialize"),
-        },
-        Some(e) => {
-            let err = send_error(SendError::ProviderRejected {
-                recorded: Box::new(recorded.clone()),
-                error: e.clone(),
-            });
-            StoredResponse {
-                status: err.status.as_u16(),
-                body: body_bytes(err.code, &err.message, err.details, request_id),
-            }
-        }
-    }
-}
 
 /// The API error of a failed send: its code, message and details, with the status of the code
 /// (422 for the rules of a send, 503 `provider_unavailable` with `Retry-After: 1`, 409
@@ -100,28 +53,6 @@ pub fn send_error(e: SendError) -> ApiError {
         err = err.with_header(axum::http::header::RETRY_AFTER, "1");
     }
     err
-}
-
-/// The stored (and live) response of a recorded catalog send: 201 with the send response, the
-/// consent and the template, or the 422 of a provider rejection.
-fn catalog_response(
-    recorded: &RecordedOutbound,
-    extra: &CatalogExtra,
-    rejection: Option<&ProviderError>,
-    request_id: Option<&str>,
-) -> StoredResponse {
-    match rejection {
-        Some(_) => stored_response(recorded, rejection, request_id),
-        None => StoredResponse {
-            status: 201,
-            body: serde_json::to_vec(&CatalogSendResponse {
-                send: SendResponse::from(recorded),
-                consent: ConsentOut::new(extra.consent_uuid, &extra.consent, extra.recorded_at),
-                template: TemplateOut::from(&extra.template),
-            })
-            .expect("responses serialize"),
-        },
-    }
 }
 
 /// One send: parse, validate, send, and shape the response (marked recorded when the claim was
@@ -234,13 +165,12 @@ where
     .await
 }
 
-/// The idempotency completion of a plain send (its stored response), when the request holds a
-/// claim.
-pub(crate) fn plain_completion(token: Option<ClaimToken>) -> Option<SendCompletion> {
+/// The idempotency completion of a send (the claim keeps the record), when the request holds
+/// a claim; the request's id is captured here, in its own task.
+pub(crate) fn send_completion(token: Option<ClaimToken>) -> Option<SendCompletion> {
     token.map(|token| SendCompletion {
         token,
         request_id: request_id::current(),
-        respond: stored_response,
     })
 }
 
@@ -249,13 +179,13 @@ pub(crate) fn plain_outcome(
     result: Result<RecordedOutbound, SendError>,
     recorded: bool,
 ) -> Response {
-    send_outcome(result, recorded, |r| stored_response(r, None, None).body)
+    send_outcome(result, recorded, |r| created_body(r, None))
 }
 
 /// Runs a plain (not catalog) send and shapes its response for the idempotency layer. Shared by
 /// the v1 and legacy send paths.
 async fn run_plain_send(state: &AppState, input: SendInput, token: Option<ClaimToken>) -> Response {
-    let completion = plain_completion(token);
+    let completion = send_completion(token);
     let recorded = completion.is_some();
     plain_outcome(
         crate::ops::sending::send(&send_context(state), input, completion).await,
@@ -287,17 +217,11 @@ async fn run_catalog_send(
         rules: state.config.consent_rules(),
         reply_to: addressing.reply_to,
     };
-    let request_id = request_id::current();
-    let completion = token.map(|token| CatalogCompletion {
-        token,
-        respond: Box::new(move |r, extra, rejection| {
-            catalog_response(r, extra, rejection, request_id.as_deref())
-        }),
-    });
+    let completion = send_completion(token);
     let recorded = completion.is_some();
     let result = send_catalog(&send_context(&state), input, completion).await;
     send_outcome(result, recorded, |sent| {
-        catalog_response(&sent.recorded, &sent.extra, None, None).body
+        created_body(&sent.recorded, Some(&sent.extra.shown()))
     })
 }
 
@@ -332,12 +256,15 @@ pub(crate) fn send_outcome<T>(
             StatusCode::CREATED,
             created(&sent),
         )),
-        Err(SendError::ProviderRejected { recorded: r, error }) => {
-            let stored = stored_response(&r, Some(&error), request_id::current().as_deref());
-            mark(idempotency::json_response(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                stored.body,
-            ))
+        Err(SendError::ProviderRejected { recorded: r, .. }) => {
+            // As the claim keeps it (the rejection is the failed message's error).
+            let (status, body) = send_answer(&RecordedSend {
+                status: StatusCode::UNPROCESSABLE_ENTITY.as_u16(),
+                request_id: request_id::current(),
+                extra: None,
+                recorded: *r,
+            });
+            mark(idempotency::json_response(status, body))
         }
         Err(SendError::LostClaim) => {
             let mut r = ApiError::idempotency_in_progress().into_response();

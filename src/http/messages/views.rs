@@ -1,13 +1,8 @@
 //! The request and response bodies of the send endpoints (the message, contact, conversation,
 //! template and consent objects in them are `crate::views`).
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
-
-use crate::views::messages::{ContactOut, ConversationOut, MessageOut};
-use crate::views::templates::{ConsentOut, TemplateOut};
-use switchboard_domain::channel::ChannelIdentity;
-use switchboard_store::RecordedOutbound;
 
 /// Send text or interactive content.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -144,35 +139,4 @@ pub struct ConsentInput {
     captured_at: String,
 }
 
-/// The body of a successful send: `201 {"message", "channel", "contact", "conversation"}`.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct SendResponse {
-    pub message: MessageOut,
-    /// The channel actually used.
-    pub channel: ChannelIdentity,
-    pub contact: ContactOut,
-    /// The conversation the message belongs to (null when it belongs to none, e.g. a template
-    /// on a WhatsApp channel without an open conversation).
-    pub conversation: Option<ConversationOut>,
-}
-
-impl From<&RecordedOutbound> for SendResponse {
-    fn from(r: &RecordedOutbound) -> Self {
-        SendResponse {
-            message: MessageOut::from(&r.message),
-            channel: r.message.channel.clone(),
-            contact: ContactOut::from(&r.contact),
-            conversation: r.conversation.as_ref().map(ConversationOut::from),
-        }
-    }
-}
-
-/// The body of a successful catalog send: the send response plus the consent evidence stored
-/// and the catalog template used.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct CatalogSendResponse {
-    #[serde(flatten)]
-    pub send: SendResponse,
-    pub consent: ConsentOut,
-    pub template: TemplateOut,
-}
+pub use crate::views::sends::{CatalogSendResponse, SendResponse};

@@ -13,9 +13,7 @@ use crate::ops::message_events::recorded_effects;
 use switchboard_domain::message::timeline::StepKind;
 use switchboard_domain::message::{InboundContext, MessageStatus};
 use switchboard_store::queue::{BatchRecord, NewBatch, QueueEntry};
-use switchboard_store::{
-    ClaimToken, IdempotencyCompletion, MessageStep, NewOutbound, StoreError, StoredResponse,
-};
+use switchboard_store::{ClaimToken, MessageStep, NewOutbound, StoreError};
 
 /// The most items in one batch.
 pub const MAX_BATCH_ITEMS: usize = 1000;
@@ -41,19 +39,13 @@ pub async fn check_batch(
     }
 }
 
-/// Completes the batch request's idempotency claim in the batch's transaction.
-pub struct BatchCompletion {
-    pub token: ClaimToken,
-    pub respond: Box<dyn FnOnce(&BatchRecord) -> StoredResponse + Send>,
-}
-
 /// Records a checked batch: its items become `queued` messages, due now.
 pub async fn record_batch(
     ctx: &SendContext<'_>,
     org_id: i64,
     api_key_id: i64,
     items: Vec<PreparedSend>,
-    completion: Option<BatchCompletion>,
+    completion: Option<ClaimToken>,
 ) -> Result<BatchRecord, SendError> {
     let now = ctx.clock.now();
     let news: Vec<NewOutbound> = items
@@ -83,10 +75,6 @@ pub async fn record_batch(
             context: p.reply_to.clone().map(InboundContext::replying_to),
         })
         .collect();
-    let completion = completion.map(|c| IdempotencyCompletion {
-        token: c.token,
-        respond: c.respond,
-    });
     let (batch, _) = ctx
         .store
         .record_batch(

@@ -12,7 +12,7 @@
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use crate::providers::{Outgoing, ProviderError};
+use crate::providers::Outgoing;
 use switchboard_domain::channel::{Channel, ChannelType};
 use switchboard_domain::channel_selection::{ChannelRequest, SelectionError, select_channel};
 use switchboard_domain::event::{Actor, Effects, EventCategory, OrgEvent, Subject};
@@ -21,16 +21,19 @@ use switchboard_domain::phone::Phone;
 use switchboard_domain::template::{Consent, ConsentRules};
 use switchboard_domain::{FieldError, Timestamp};
 use switchboard_store::{
-    ClaimToken, ConsentContext, ConversationPolicy, IdempotencyCompletion, NewConsent, NewOutbound,
-    RecordedOutbound, StoreError, StoredResponse, TemplateRecord,
+    ConsentContext, ConversationPolicy, NewConsent, NewOutbound, RecordedOutbound, StoreError,
+    TemplateRecord,
 };
 
 use super::catalog_check::{CatalogRequest, ValidatedCatalogSend, validate_catalog_send};
+use super::plain::SendCompletion;
 use super::provider::classify_outcome;
 use super::recipient::{find_recipient, recipient_contact, recipient_ref};
 use super::{Refusal, SendContext, SendError};
 use crate::ops::channels::provider_for;
 use crate::ops::message_events::recorded_effects;
+use crate::views::sends::catalog_extra;
+use crate::views::templates::{ConsentOut, TemplateOut};
 
 /// Organization log types written here.
 pub mod log_types {
@@ -91,15 +94,14 @@ pub struct CatalogExtra {
     pub recorded_at: Timestamp,
 }
 
-/// Builds the stored (and live) response of a recorded catalog send.
-pub type CatalogResponder = Box<
-    dyn FnOnce(&RecordedOutbound, &CatalogExtra, Option<&ProviderError>) -> StoredResponse + Send,
->;
-
-/// Completes an idempotency claim in the transaction of the send.
-pub struct CatalogCompletion {
-    pub token: ClaimToken,
-    pub respond: CatalogResponder,
+impl CatalogExtra {
+    /// What the answer shows beside the record: the consent stored and the template used.
+    pub fn shown(&self) -> Value {
+        catalog_extra(
+            &ConsentOut::new(self.consent_uuid, &self.consent, self.recorded_at),
+            &TemplateOut::from(&self.template),
+        )
+    }
 }
 
 /// A recorded catalog send.
@@ -196,7 +198,7 @@ fn consent_details(uuid: Uuid, c: &Consent) -> Value {
 pub async fn send_catalog(
     ctx: &SendContext<'_>,
     input: CatalogSendInput,
-    completion: Option<CatalogCompletion>,
+    completion: Option<SendCompletion>,
 ) -> Result<CatalogSent, SendError> {
     let actor = Actor::ApiKey {
         api_key_id: input.api_key_id,
@@ -314,14 +316,7 @@ pub async fn send_catalog(
         captured_at: consent.captured_at,
     };
     let rejected = rejection.is_some();
-    let rejection_for_response = rejection.clone();
-    let extra_for_response = extra.clone();
-    let completion = completion.map(|c| IdempotencyCompletion {
-        token: c.token,
-        respond: Box::new(move |r: &RecordedOutbound| {
-            (c.respond)(r, &extra_for_response, rejection_for_response.as_ref())
-        }) as Box<dyn FnOnce(&RecordedOutbound) -> StoredResponse + Send>,
-    });
+    let completion = completion.map(|c| c.claim(rejected, Some(extra.shown())));
     let mode = input.mode;
     let summary = template_summary(&template);
     let consent_json = consent_details(consent_uuid, &consent);

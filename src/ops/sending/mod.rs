@@ -33,14 +33,11 @@ use switchboard_domain::channel::Channel;
 use switchboard_domain::clock::Clock;
 use switchboard_store::Store;
 
-pub use catalog::{
-    CatalogCompletion, CatalogExtra, CatalogMode, CatalogResponder, CatalogSendInput, CatalogSent,
-    send_catalog,
-};
+pub use catalog::{CatalogExtra, CatalogMode, CatalogSendInput, CatalogSent, send_catalog};
 pub use catalog_check::{CatalogRequest, ValidatedCatalogSend, validate_catalog_send};
 pub use error::{Refusal, SendError};
 pub use flow::{FlowTrigger, send_flow};
-pub use plain::{PreparedSend, Responder, SendCompletion, SendInput, prepare, send};
+pub use plain::{PreparedSend, SendCompletion, SendInput, prepare, send};
 
 /// Everything a send needs.
 pub struct SendContext<'a> {

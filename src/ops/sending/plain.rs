@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::providers::{Outgoing, Provider, ProviderError};
+use crate::providers::{Outgoing, Provider};
 use switchboard_domain::channel::{Channel, ChannelType};
 use switchboard_domain::channel_selection::{ChannelRequest, select_channel};
 use switchboard_domain::contact::{Contact, WindowError, check_service_window};
@@ -15,8 +15,8 @@ use switchboard_domain::message::{Content, InboundContext, MessageStatus, Messag
 use switchboard_domain::phone::Phone;
 use switchboard_store::queue::QueueEntry;
 use switchboard_store::{
-    ClaimToken, ConversationPolicy, GroupResponder, GroupedOutbound, NewOutbound, RecipientRef,
-    RecordedOutbound, StoreError, StoredResponse,
+    ClaimCompletion, ClaimToken, ConversationPolicy, GroupedOutbound, NewOutbound, RecipientRef,
+    RecordedOutbound, StoreError,
 };
 
 use super::provider::{Dispatch, PACE_BOUND, classify_outcome};
@@ -40,18 +40,24 @@ pub struct SendInput {
     pub reply_to: Option<Uuid>,
 }
 
-/// Builds the stored (and live) response of a recorded send from the record, the provider's
-/// rejection if any and the request's id: the 201 body, or the 422 of a provider rejection. A
-/// plain function, which captures nothing: the stored body depends only on these values, not on
-/// the task that writes the record (a group committer's, where no request is current).
-pub type Responder = fn(&RecordedOutbound, Option<&ProviderError>, Option<&str>) -> StoredResponse;
-
-/// Completes an idempotency claim in the transaction of the send.
+/// Completes an idempotency claim in the transaction of the send: the claim keeps the record
+/// (`switchboard_store::RecordedSend`), from which the API renders the answer.
 pub struct SendCompletion {
     pub token: ClaimToken,
     /// The id of the request (its error bodies carry it), captured in the request's own task.
     pub request_id: Option<String>,
-    pub respond: Responder,
+}
+
+impl SendCompletion {
+    /// What the store keeps: 201, or 422 when the provider rejected the message.
+    pub fn claim(self, rejected: bool, extra: Option<serde_json::Value>) -> ClaimCompletion {
+        ClaimCompletion {
+            token: self.token,
+            status: if rejected { 422 } else { 201 },
+            request_id: self.request_id,
+            extra,
+        }
+    }
 }
 
 /// A send whose every rule passed: what the provider call and the record need.
@@ -388,19 +394,12 @@ pub async fn send(
         queue,
         context: prepared.reply_to.clone().map(InboundContext::replying_to),
     };
-    let rejection_for_response = rejection.clone();
     // Written by group commit: with the records of concurrent sends, in one transaction.
     let recorded = ctx
         .store
         .record_outbound_grouped(GroupedOutbound {
             new,
-            completion: completion.map(|c| {
-                let (respond, request_id) = (c.respond, c.request_id);
-                let responder: GroupResponder = Arc::new(move |r: &RecordedOutbound| {
-                    respond(r, rejection_for_response.as_ref(), request_id.as_deref())
-                });
-                (c.token, responder)
-            }),
+            completion: completion.map(|c| c.claim(rejection.is_some(), None)),
             effects: Arc::new(|r| recorded_effects(r, "message.sent")),
         })
         .await

@@ -1,26 +1,103 @@
 //! The completion of idempotency claims inside the transaction that writes their result (a
 //! send's record, a batch, a group commit): the statements alone, below every module that
 //! writes results, so that none of them imports another to complete its claims.
+//!
+//! What a claim keeps is data: a response's bytes (`response_format` NULL), or the record of a
+//! send (`send`: a [`RecordedSend`]) or a batch (`batch`: a [`BatchRecord`]) as JSON, from which
+//! the API renders its answer, the first time and on every replay ([`Stored`]).
 
 use super::{Conn, Db};
-use crate::{ClaimToken, StoreError, StoreResult, StoredResponse};
+use crate::queue::BatchRecord;
+use crate::{
+    ClaimCompletion, ClaimToken, RecordedOutbound, RecordedSend, StoreError, StoreResult, Stored,
+    StoredResponse,
+};
 
-/// Stores the response of a claim inside the caller's transaction. A claim that is no longer
-/// owned (taken over after its lease expired) is `Conflict`: the caller must roll back.
-pub(crate) async fn complete_tx(
-    conn: &mut Conn,
+const SEND: &str = "send";
+const BATCH: &str = "batch";
+
+/// One claim's completion, as written.
+pub(crate) struct Completion {
     token: ClaimToken,
-    response: &StoredResponse,
-) -> StoreResult<()> {
+    status: u16,
+    body: Vec<u8>,
+    format: Option<&'static str>,
+}
+
+impl Completion {
+    /// A response's bytes.
+    pub(crate) fn response(token: ClaimToken, r: &StoredResponse) -> Completion {
+        Completion {
+            token,
+            status: r.status,
+            body: r.body.clone(),
+            format: None,
+        }
+    }
+
+    /// A send's record with what its answer needs beside it.
+    pub(crate) fn send(
+        c: &ClaimCompletion,
+        recorded: &RecordedOutbound,
+    ) -> StoreResult<Completion> {
+        Ok(Completion {
+            token: c.token,
+            status: c.status,
+            body: to_json(&c.with(recorded))?,
+            format: Some(SEND),
+        })
+    }
+
+    /// A batch's record (answered 202).
+    pub(crate) fn batch(token: ClaimToken, b: &BatchRecord) -> StoreResult<Completion> {
+        Ok(Completion {
+            token,
+            status: 202,
+            body: to_json(b)?,
+            format: Some(BATCH),
+        })
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> StoreResult<Vec<u8>> {
+    serde_json::to_vec(v).map_err(|e| StoreError::Other(format!("a record to keep: {e}")))
+}
+
+/// What a completed claim's row keeps, read back.
+pub(crate) fn stored(status: u16, body: Vec<u8>, format: Option<&str>) -> StoreResult<Stored> {
+    let read = |what: &str, e: serde_json::Error| {
+        StoreError::Other(format!("a kept {what} cannot be read: {e}"))
+    };
+    Ok(match format {
+        None => Stored::Response(StoredResponse { status, body }),
+        Some(SEND) => Stored::Send(Box::new(
+            serde_json::from_slice::<RecordedSend>(&body).map_err(|e| read("send", e))?,
+        )),
+        Some(BATCH) => Stored::Batch(
+            serde_json::from_slice::<BatchRecord>(&body).map_err(|e| read("batch", e))?,
+        ),
+        Some(other) => {
+            return Err(StoreError::Other(format!(
+                "a kept response of an unknown format `{other}`"
+            )));
+        }
+    })
+}
+
+/// Completes a claim inside the caller's transaction. A claim that is no longer owned (taken
+/// over after its lease expired) is `ClaimLost`: the caller must roll back.
+pub(crate) async fn complete_tx(conn: &mut Conn, c: &Completion) -> StoreResult<()> {
     let done = sqlx::query(
         "UPDATE idempotency_records
-         SET state = 'completed', owner = NULL, locked_until = NULL, response_status = $1, response_body = $2
-         WHERE id = $3 AND owner = $4 AND state = 'in_progress'",
+         SET state = 'completed', owner = NULL, locked_until = NULL, response_status = $1, response_body = $2,
+             response_format = $3
+         WHERE id = $4 AND owner = $5 AND state = 'in_progress'",
     )
-    .bind(i32::from(response.status))
-    .bind(&response.body)
-    .bind(token.record_id)
-    .bind(token.owner)
+    .bind(i32::from(c.status))
+    .bind(&c.body)
+    .bind(c.format)
+    .bind(c.token.record_id)
+    .bind(c.token.owner)
     .execute(&mut *conn)
     .await?;
     if done.rows_affected() == 1 {
@@ -33,22 +110,20 @@ pub(crate) async fn complete_tx(
 /// Completes several claims with one `UPDATE ... FROM (VALUES ...)` per 500 (a group commit's
 /// records). Fails with `ClaimLost` unless every claim still held its key; the caller then
 /// rolls back and completes each alone, so that only the lost one fails.
-pub(crate) async fn complete_many_tx(
-    conn: &mut Conn,
-    done: &[(ClaimToken, StoredResponse)],
-) -> StoreResult<()> {
+pub(crate) async fn complete_many_tx(conn: &mut Conn, done: &[Completion]) -> StoreResult<()> {
     for chunk in done.chunks(500) {
         let mut qb = sqlx::QueryBuilder::<Db>::new(
             "UPDATE idempotency_records
              SET state = 'completed', owner = NULL, locked_until = NULL, response_status = v.column3,
-                 response_body = v.column4
+                 response_body = v.column4, response_format = v.column5
              FROM (",
         );
-        qb.push_values(chunk, |mut row, (token, response)| {
-            row.push_bind(token.record_id)
-                .push_bind(token.owner)
-                .push_bind(i32::from(response.status))
-                .push_bind(response.body.as_slice());
+        qb.push_values(chunk, |mut row, c| {
+            row.push_bind(c.token.record_id)
+                .push_bind(c.token.owner)
+                .push_bind(i32::from(c.status))
+                .push_bind(c.body.as_slice())
+                .push_bind(c.format);
         });
         qb.push(
             ") AS v WHERE idempotency_records.id = v.column1 AND idempotency_records.owner = v.column2

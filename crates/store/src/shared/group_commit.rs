@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::completions::Completion;
 use super::messages::write_outbound_in;
 use super::outbound_group::{GroupRecord, groupable, write_outbound_group};
 use super::write::WriteTx;
@@ -327,7 +328,7 @@ async fn write_alone(store: &Backend, job: &Job) -> StoreResult<RecordedOutbound
 async fn write_record(
     tx: &mut WriteTx<'_>,
     job: &Job,
-    completions: Option<&mut Vec<(crate::ClaimToken, crate::StoredResponse)>>,
+    completions: Option<&mut Vec<Completion>>,
 ) -> StoreResult<RecordedOutbound> {
     let recorded = crate::observe::on_behalf_of(
         job.trace.clone(),
@@ -344,15 +345,15 @@ async fn finish_record(
     tx: &mut WriteTx<'_>,
     job: &Job,
     recorded: &RecordedOutbound,
-    completions: Option<&mut Vec<(crate::ClaimToken, crate::StoredResponse)>>,
+    completions: Option<&mut Vec<Completion>>,
 ) -> StoreResult<()> {
     crate::observe::on_behalf_of(job.trace.clone(), async {
         let record = &job.record;
-        if let Some((token, respond)) = &record.completion {
-            let response = respond(recorded);
+        if let Some(c) = &record.completion {
+            let completion = Completion::send(c, recorded)?;
             match completions {
-                Some(group) => group.push((*token, response)),
-                None => super::completions::complete_tx(tx, *token, &response).await?,
+                Some(group) => group.push(completion),
+                None => super::completions::complete_tx(tx, &completion).await?,
             }
         }
         tx.write_effects(&(record.effects)(recorded)).await

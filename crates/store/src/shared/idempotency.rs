@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use super::{Backend, dialect};
 use crate::{
     ClaimOutcome, ClaimToken, IdempotencyClaim, IdempotencyState, IdempotencyStore, StoreError,
-    StoreResult, StoredResponse,
+    StoreResult, Stored, StoredResponse,
 };
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::Effects;
@@ -19,17 +19,19 @@ pub(super) struct RecordRow {
     locked_until: Option<Timestamp>,
     response_status: Option<i32>,
     response_body: Option<Vec<u8>>,
+    response_format: Option<String>,
     expires_at: Timestamp,
 }
 
 impl RecordRow {
-    fn response(&self) -> StoreResult<StoredResponse> {
+    fn response(&self) -> StoreResult<Stored> {
         match (self.response_status, &self.response_body) {
-            (Some(status), Some(body)) => Ok(StoredResponse {
-                status: u16::try_from(status)
+            (Some(status), Some(body)) => super::completions::stored(
+                u16::try_from(status)
                     .map_err(|_| StoreError::Other("stored status out of range".into()))?,
-                body: body.clone(),
-            }),
+                body.clone(),
+                self.response_format.as_deref(),
+            ),
             _ => Err(StoreError::Other(
                 "a completed idempotency record has no response".into(),
             )),
@@ -121,7 +123,7 @@ impl IdempotencyStore for Backend {
             sqlx::query(
                 "UPDATE idempotency_records
                  SET method = $1, path = $2, fingerprint = $3, state = 'in_progress', owner = $4, locked_until = $5,
-                     response_status = NULL, response_body = NULL, created_at = $6, expires_at = $7
+                     response_status = NULL, response_body = NULL, response_format = NULL, created_at = $6, expires_at = $7
                  WHERE id = $8",
             )
             .bind(&c.method)
@@ -173,7 +175,8 @@ impl IdempotencyStore for Backend {
         response: StoredResponse,
     ) -> StoreResult<bool> {
         let mut tx = self.write().await?;
-        match super::completions::complete_tx(&mut tx, token, &response).await {
+        let completion = super::completions::Completion::response(token, &response);
+        match super::completions::complete_tx(&mut tx, &completion).await {
             Ok(()) => {
                 tx.commit(Effects::none()).await?;
                 Ok(true)
@@ -203,7 +206,7 @@ impl IdempotencyStore for Backend {
         now: Timestamp,
     ) -> StoreResult<IdempotencyState> {
         let row: Option<RecordRow> = sqlx::query_as(
-            "SELECT id, fingerprint, state, locked_until, response_status, response_body, expires_at
+            "SELECT id, fingerprint, state, locked_until, response_status, response_body, response_format, expires_at
              FROM idempotency_records WHERE api_key_id = $1 AND idempotency_key = $2",
         )
         .bind(api_key_id)

@@ -7,10 +7,9 @@ use uuid::Uuid;
 
 use super::{Backend, Db};
 use crate::{
-    BatchEffectsFn, BatchOutcome, ChangeOutcome, ConversationPolicy, EffectsFn, HistoryCursor,
-    IdempotencyCompletion, MessageFilter, MessageRecord, MessageStep, MessageStore, NewChange,
-    NewConsent, NewOutbound, ProviderBatch, RecipientRef, RecordedOutbound, StoreError,
-    StoreResult,
+    BatchEffectsFn, BatchOutcome, ChangeOutcome, ClaimCompletion, ConversationPolicy, EffectsFn,
+    HistoryCursor, MessageFilter, MessageRecord, MessageStep, MessageStore, NewChange, NewConsent,
+    NewOutbound, ProviderBatch, RecipientRef, RecordedOutbound, StoreError, StoreResult,
 };
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{ChannelIdentity, ChannelType};
@@ -265,14 +264,14 @@ impl Backend {
         new: NewOutbound,
         contact_name: Option<String>,
         consent: Option<NewConsent>,
-        completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
+        completion: Option<ClaimCompletion>,
         effects: EffectsFn<'_, RecordedOutbound>,
     ) -> StoreResult<RecordedOutbound> {
         let mut tx = self.write().await?;
         let recorded = write_outbound_in(&mut tx, new, contact_name, consent).await?;
         if let Some(completion) = completion {
-            let response = (completion.respond)(&recorded);
-            super::completions::complete_tx(&mut tx, completion.token, &response).await?;
+            let completion = super::completions::Completion::send(&completion, &recorded)?;
+            super::completions::complete_tx(&mut tx, &completion).await?;
         }
         tx.commit(effects(&recorded)).await?;
         Ok(recorded)
@@ -396,7 +395,7 @@ impl MessageStore for Backend {
     async fn record_outbound(
         &self,
         new: NewOutbound,
-        completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
+        completion: Option<ClaimCompletion>,
         effects: EffectsFn<'_, RecordedOutbound>,
     ) -> StoreResult<RecordedOutbound> {
         self.write_outbound(new, None, None, completion, effects)

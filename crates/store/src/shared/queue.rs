@@ -9,10 +9,7 @@ use super::{Backend, Conn, dialect};
 use crate::queue::{
     BatchRecord, ClaimedSend, ItemEffectsFn, LeaseResult, NewBatch, QueuedOutcome, SendQueueStore,
 };
-use crate::{
-    EffectsFn, IdempotencyCompletion, MessageRecord, NewOutbound, RecordedOutbound, StoreError,
-    StoreResult,
-};
+use crate::{EffectsFn, MessageRecord, NewOutbound, RecordedOutbound, StoreError, StoreResult};
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::Effects;
 
@@ -82,7 +79,7 @@ impl SendQueueStore for Backend {
         &self,
         batch: NewBatch,
         items: Vec<NewOutbound>,
-        completion: Option<IdempotencyCompletion<'_, BatchRecord>>,
+        completion: Option<crate::ClaimToken>,
         item_effects: ItemEffectsFn<'_>,
     ) -> StoreResult<(BatchRecord, Vec<RecordedOutbound>)> {
         let mut tx = self.write().await?;
@@ -118,8 +115,8 @@ impl SendQueueStore for Backend {
             .await?;
         let record = batch_record(&mut tx, row).await?;
         if let Some(completion) = completion {
-            let response = (completion.respond)(&record);
-            super::completions::complete_tx(&mut tx, completion.token, &response).await?;
+            let completion = super::completions::Completion::batch(completion, &record)?;
+            super::completions::complete_tx(&mut tx, &completion).await?;
         }
         tx.commit(effects).await?;
         Ok((record, recorded))

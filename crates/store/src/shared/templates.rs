@@ -7,9 +7,9 @@ use uuid::Uuid;
 use super::{Backend, Conn, Db, push_page};
 use crate::page::PageQuery;
 use crate::{
-    ConsentRecord, EffectsFn, IdempotencyCompletion, NewConsent, NewOutbound, NewTemplate,
-    ProviderTemplateStatus, RecordedOutbound, StoreError, StoreResult, TemplateChange,
-    TemplatePatch, TemplateRecord, TemplateStore,
+    ConsentRecord, EffectsFn, NewConsent, NewOutbound, NewTemplate, ProviderTemplateStatus,
+    RecordedOutbound, StoreError, StoreResult, TemplateChange, TemplatePatch, TemplateRecord,
+    TemplateStore,
 };
 use switchboard_domain::Timestamp;
 use switchboard_domain::template::{
@@ -372,7 +372,7 @@ impl TemplateStore for Backend {
         new: NewOutbound,
         contact_name: Option<String>,
         consent: NewConsent,
-        completion: Option<IdempotencyCompletion<'_, RecordedOutbound>>,
+        completion: Option<crate::ClaimCompletion>,
         effects: EffectsFn<'_, RecordedOutbound>,
     ) -> StoreResult<RecordedOutbound> {
         self.write_outbound(new, contact_name, Some(consent), completion, effects)

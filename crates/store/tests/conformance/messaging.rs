@@ -355,12 +355,11 @@ async fn completion_is_conditional_on_owning_the_claim(s: SharedStore) {
                 ConversationPolicy::OpenOrContinue,
                 1,
             ),
-            Some(IdempotencyCompletion {
+            Some(ClaimCompletion {
                 token: first,
-                respond: Box::new(|_| StoredResponse {
-                    status: 201,
-                    body: b"first".to_vec(),
-                }),
+                status: 201,
+                request_id: None,
+                extra: None,
             }),
             Box::new(sent_event),
         )
@@ -388,12 +387,11 @@ async fn completion_is_conditional_on_owning_the_claim(s: SharedStore) {
                 ConversationPolicy::OpenOrContinue,
                 2,
             ),
-            Some(IdempotencyCompletion {
+            Some(ClaimCompletion {
                 token: second,
-                respond: Box::new(|r: &RecordedOutbound| StoredResponse {
-                    status: 201,
-                    body: format!("message {}", r.message.id).into_bytes(),
-                }),
+                status: 201,
+                request_id: Some("req-2".into()),
+                extra: None,
             }),
             Box::new(sent_event),
         )
@@ -404,9 +402,10 @@ async fn completion_is_conditional_on_owning_the_claim(s: SharedStore) {
         .await
         .unwrap()
     {
-        ClaimOutcome::Replay(r) => {
-            assert_eq!(r.status, 201);
-            assert_eq!(r.body, format!("message {}", ok.message.id).into_bytes());
+        // The claim keeps the record as written, for the API to render.
+        ClaimOutcome::Replay(Stored::Send(r)) => {
+            assert_eq!((r.status, r.request_id.as_deref()), (201, Some("req-2")));
+            assert_eq!(r.recorded, ok);
         }
         other => panic!("{other:?}"),
     }
@@ -878,10 +877,10 @@ async fn idempotency_claims(s: SharedStore) {
         s.claim_idempotency(claim(&f, "a", b"fp1", 60))
             .await
             .unwrap(),
-        ClaimOutcome::Replay(StoredResponse {
+        ClaimOutcome::Replay(Stored::Response(StoredResponse {
             status: 422,
             body: b"{\"e\":1}".to_vec()
-        })
+        }))
     );
     assert_eq!(
         s.claim_idempotency(claim(&f, "a", b"fp2", 60))
@@ -1124,13 +1123,12 @@ async fn grouped_records_commit_together_and_fail_alone(s: SharedStore) {
                 ConversationPolicy::OpenOrContinue,
                 i as i64,
             ),
-            completion: Some((
-                *token,
-                std::sync::Arc::new(move |r: &RecordedOutbound| StoredResponse {
-                    status: 201,
-                    body: r.message.uuid.to_string().into_bytes(),
-                }),
-            )),
+            completion: Some(ClaimCompletion {
+                token: *token,
+                status: 201,
+                request_id: Some(format!("req-{i}")),
+                extra: None,
+            }),
             effects: effects.clone(),
         };
         tasks.push(tokio::spawn(async move {
@@ -1155,17 +1153,19 @@ async fn grouped_records_commit_together_and_fail_alone(s: SharedStore) {
             r.contact.id,
             "one contact per phone"
         );
-        // The claim was completed with the record's own response.
+        // The claim was completed with the record's own: what its sender got, and its request.
         let again = s
             .claim_idempotency(claim(&f, &format!("key-{i}"), b"fp", 1))
             .await
             .unwrap();
         assert_eq!(
             again,
-            ClaimOutcome::Replay(StoredResponse {
+            ClaimOutcome::Replay(Stored::Send(Box::new(RecordedSend {
                 status: 201,
-                body: uuid.to_string().into_bytes()
-            })
+                request_id: Some(format!("req-{i}")),
+                extra: None,
+                recorded: r.clone(),
+            })))
         );
     }
     assert_eq!(

@@ -571,12 +571,11 @@ async fn a_lost_claim_writes_no_evidence(ts: &TestStore) {
             outbound(&f, "+4915123456789", ConversationPolicy::OpenOrContinue, 1),
             Some("Ada".into()),
             c.clone(),
-            Some(IdempotencyCompletion {
+            Some(ClaimCompletion {
                 token: first,
-                respond: Box::new(|_| StoredResponse {
-                    status: 201,
-                    body: b"first".to_vec(),
-                }),
+                status: 201,
+                request_id: None,
+                extra: None,
             }),
             Box::new(sent_event),
         )
@@ -595,12 +594,11 @@ async fn a_lost_claim_writes_no_evidence(ts: &TestStore) {
             outbound(&f, "+4915123456789", ConversationPolicy::OpenOrContinue, 2),
             Some("Ada".into()),
             c.clone(),
-            Some(IdempotencyCompletion {
+            Some(ClaimCompletion {
                 token: second,
-                respond: Box::new(|r: &RecordedOutbound| StoredResponse {
-                    status: 201,
-                    body: format!("message {}", r.message.id).into_bytes(),
-                }),
+                status: 201,
+                request_id: None,
+                extra: Some(serde_json::json!({"consent": {"uuid": "c"}})),
             }),
             Box::new(sent_event),
         )
@@ -612,11 +610,13 @@ async fn a_lost_claim_writes_no_evidence(ts: &TestStore) {
         .await
         .unwrap()
     {
-        ClaimOutcome::Replay(stored) => {
+        // The record as written, and what the answer shows beside it.
+        ClaimOutcome::Replay(Stored::Send(kept)) => {
+            assert_eq!(kept.recorded, ok);
             assert_eq!(
-                stored.body,
-                format!("message {}", ok.message.id).into_bytes()
-            )
+                kept.extra,
+                Some(serde_json::json!({"consent": {"uuid": "c"}}))
+            );
         }
         other => panic!("{other:?}"),
     }
