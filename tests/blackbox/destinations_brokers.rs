@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::both_backends;
 use crate::fault_proxy::{Proxy, via};
 use crate::receivers::ReceivedRequest;
-use crate::recovery::{ledger, send};
+use crate::recovery::{at, ledger, recover, send, wait_recovery};
 use crate::support::{Backend, Server, TestEnv};
 use crate::webhooks::{Api, signed_by, with};
 
@@ -25,6 +25,12 @@ both_backends!(
     a_rabbitmq_outage_mid_stream_loses_nothing,
     a_nats_outage_mid_stream_loses_nothing,
     a_redis_outage_mid_stream_loses_nothing,
+    // On PostgreSQL with two instances sharing the work; one on SQLite.
+    per_contact_order_holds_on_rabbitmq,
+    per_contact_order_holds_on_nats_jetstream,
+    a_recovery_replays_to_rabbitmq,
+    a_recovery_replays_to_nats_jetstream,
+    a_recovery_replays_to_a_redis_stream,
 );
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -544,4 +550,193 @@ async fn a_nats_outage_mid_stream_loses_nothing(backend: Backend) {
 
 async fn a_redis_outage_mid_stream_loses_nothing(backend: Backend) {
     outage_mid_stream(backend, Kind::Redis).await;
+}
+
+/// Many events for a few contacts, written through two instances (on PostgreSQL; one on
+/// SQLite) to a `per_contact` broker endpoint whose key names the contact: the consumer of
+/// each contact's key sees its events in order, numbered 1, 2, 3, ...
+async fn ordered_on(backend: Backend, kind: Kind) {
+    const CONTACTS: usize = 4;
+    const PER_CONTACT: usize = 12;
+    let mut sink = Sink::new(kind).await;
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let settings = with(&[
+        ("SWITCHBOARD_WEBHOOK_DISABLE_AFTER", "1000"),
+        ("SWITCHBOARD_RATE_LIMIT_SENDS", "100000"),
+    ]);
+    let server = env.start(&settings).await;
+    let second = match backend {
+        Backend::Postgres => Some(env.start(&settings).await),
+        Backend::Sqlite => None,
+    };
+    let other = second.as_ref().unwrap_or(&server);
+    let (uuid, secret) = broker_endpoint(
+        &server,
+        &seed.key,
+        &sink,
+        "{contact_uuid}",
+        None,
+        json!({"ordering": "per_contact"}),
+    )
+    .await;
+    // Each contact's messages in order, the contacts at once, alternating instances.
+    let sends = (0..CONTACTS).map(|c| {
+        let (server, other, key) = (&server, other, &seed.key);
+        async move {
+            for i in 0..PER_CONTACT {
+                let through = if i % 2 == 0 { server } else { other };
+                send(
+                    through,
+                    key,
+                    &format!("+49151234800{c:02}"),
+                    &format!("c{c}-{i:02}"),
+                )
+                .await;
+            }
+        }
+    });
+    futures::future::join_all(sends).await;
+    let n = CONTACTS * PER_CONTACT;
+    let rows = wait_all_delivered(&server, &seed.key, &uuid, n).await;
+    let got = sink.wait_deliveries(n).await;
+    check_arrivals(&rows, &got, &secret);
+
+    // Per key (one contact each), in the broker's order: a delivery seen twice in a row is an
+    // at-least-once duplicate; otherwise the texts and the sequence numbers go up one by one.
+    let mut by_key: HashMap<String, Vec<&ReceivedRequest>> = HashMap::new();
+    for m in &got {
+        by_key.entry(m.path.clone()).or_default().push(m);
+    }
+    assert_eq!(
+        by_key.len(),
+        CONTACTS,
+        "one key per contact: {:?}",
+        by_key.keys()
+    );
+    for (key, messages) in by_key {
+        let mut seen: Vec<&ReceivedRequest> = Vec::new();
+        for m in messages {
+            if seen
+                .last()
+                .is_some_and(|l| delivery_id(l) == delivery_id(m))
+            {
+                continue;
+            }
+            seen.push(m);
+        }
+        let contact = seen[0].json()["data"]["contact_uuid"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(key.ends_with(&contact), "{key} names the contact {contact}");
+        let texts: Vec<String> = seen.iter().map(|m| text(m)).collect();
+        let prefix = texts[0][..2].to_owned();
+        let expected: Vec<String> = (0..PER_CONTACT)
+            .map(|i| format!("{prefix}-{i:02}"))
+            .collect();
+        assert_eq!(texts, expected, "{key}: in order, each once");
+        let sequences: Vec<u64> = seen
+            .iter()
+            .map(|m| m.header("x-switchboard-sequence").unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(
+            sequences,
+            (1..=PER_CONTACT as u64).collect::<Vec<_>>(),
+            "{key}"
+        );
+        for m in &seen {
+            assert_eq!(m.json()["data"]["contact_uuid"], contact.as_str());
+        }
+    }
+    sink.clean_up().await;
+}
+
+async fn per_contact_order_holds_on_rabbitmq(backend: Backend) {
+    ordered_on(backend, Kind::Rabbitmq).await;
+}
+
+async fn per_contact_order_holds_on_nats_jetstream(backend: Backend) {
+    ordered_on(backend, Kind::Nats).await;
+}
+
+/// A broker endpoint misses events while it is disabled; once re-enabled, `recover` replays
+/// them to the broker, each a verified message.
+async fn recovery_to(backend: Backend, kind: Kind) {
+    let mut sink = Sink::new(kind).await;
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let server = env
+        .start(&with(&[("SWITCHBOARD_RATE_LIMIT_SENDS", "100000")]))
+        .await;
+    let api = Api::new(&server, &seed.key);
+    let since = at(-1000);
+    let (uuid, secret) = broker_endpoint(
+        &server,
+        &seed.key,
+        &sink,
+        "{event}",
+        None,
+        json!({"status": "disabled"}),
+    )
+    .await;
+    // A second, active endpoint of the same sink's broker sees the events as they happen:
+    // once it has them all, they are written, and none went to the disabled one.
+    let rx = crate::receivers::Receiver::start().await;
+    api.create(&rx.url("/live"), &["message.sent"]).await;
+    for i in 0..5 {
+        send(&server, &seed.key, "+4915123490001", &format!("missed {i}")).await;
+    }
+    rx.wait_for("/live", 5, WAIT).await;
+    assert!(ledger(&server, &seed.key, &uuid).await.is_empty());
+    assert!(
+        sink.messages().await.is_empty(),
+        "nothing reached the broker"
+    );
+
+    api.put(&uuid, json!({"status": "active"}))
+        .await
+        .expect(200);
+    let started = recover(&server, &seed.key, &uuid, json!({"since": since}))
+        .await
+        .expect(202)
+        .body;
+    let id = started["recovery_id"].as_str().unwrap().to_owned();
+    let done = wait_recovery(&server, &seed.key, &uuid, &id).await;
+    assert_eq!(done["events_matched"], 5, "{done:#}");
+    assert_eq!(done["deliveries_queued"], 5, "{done:#}");
+    let rows = wait_all_delivered(&server, &seed.key, &uuid, 5).await;
+    assert!(rows.iter().all(|d| d["trigger"] == "recovery"), "{rows:?}");
+    let got = sink.wait_deliveries(5).await;
+    let by_delivery = check_arrivals(&rows, &got, &secret);
+    let mut texts: Vec<String> = by_delivery.values().map(|c| text(&c[0])).collect();
+    texts.sort();
+    assert_eq!(
+        texts,
+        (0..5).map(|i| format!("missed {i}")).collect::<Vec<_>>()
+    );
+    // The same event ids as the live endpoint got.
+    let live: HashSet<String> = rx
+        .requests("/live")
+        .iter()
+        .map(crate::recovery::event_id)
+        .collect();
+    let replayed: HashSet<String> = by_delivery
+        .values()
+        .map(|c| crate::recovery::event_id(&c[0]))
+        .collect();
+    assert_eq!(replayed, live);
+    sink.clean_up().await;
+}
+
+async fn a_recovery_replays_to_rabbitmq(backend: Backend) {
+    recovery_to(backend, Kind::Rabbitmq).await;
+}
+
+async fn a_recovery_replays_to_nats_jetstream(backend: Backend) {
+    recovery_to(backend, Kind::Nats).await;
+}
+
+async fn a_recovery_replays_to_a_redis_stream(backend: Backend) {
+    recovery_to(backend, Kind::Redis).await;
 }
