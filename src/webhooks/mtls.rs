@@ -141,3 +141,91 @@ pub fn load_ca_certs(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
         .filter_map(|der| reqwest::Certificate::from_der(der.as_ref()).ok())
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client() -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "switchboard");
+        let cert = params.self_signed(&key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn fields(r: Result<ClientCertificate, Vec<(&'static str, String)>>) -> Vec<&'static str> {
+        r.unwrap_err().into_iter().map(|(f, _)| f).collect()
+    }
+
+    #[test]
+    fn client_certificates_are_checked() {
+        let (cert, key) = client();
+        let (other_cert, other_key) = client();
+        let ok = check_client_certificate(&cert, &key).unwrap();
+        assert_eq!(ok.fingerprint.len(), 64);
+        assert!(ok.pem.contains(cert.trim()) && ok.pem.contains(key.trim()));
+        assert!(identity(ok.pem.as_bytes()).is_ok());
+        assert_ne!(
+            ok.fingerprint,
+            check_client_certificate(&other_cert, &other_key)
+                .unwrap()
+                .fingerprint
+        );
+        assert_eq!(
+            fields(check_client_certificate(&cert, &other_key)),
+            ["private_key"]
+        );
+        assert_eq!(
+            fields(check_client_certificate("x", "y")),
+            ["certificate", "private_key"]
+        );
+        assert_eq!(
+            fields(check_client_certificate(&key, &key)),
+            ["certificate"]
+        );
+        assert_eq!(
+            fields(check_client_certificate(&cert, &cert)),
+            ["private_key"]
+        );
+        let garbage = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        assert_eq!(
+            fields(check_client_certificate(garbage, &key)),
+            ["certificate"]
+        );
+        let two_keys = format!("{key}{other_key}");
+        assert_eq!(
+            fields(check_client_certificate(&cert, &two_keys)),
+            ["private_key"]
+        );
+        let huge = format!("{cert}{}", " ".repeat(MAX_PEM_LEN));
+        assert_eq!(
+            fields(check_client_certificate(&huge, &key)),
+            ["certificate"]
+        );
+    }
+
+    #[test]
+    fn ca_files_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, _) = client();
+        let (b, key) = client();
+        let bundle = dir.path().join("bundle.pem");
+        std::fs::write(&bundle, format!("{a}{b}")).unwrap();
+        assert_eq!(load_ca_certs(&bundle).unwrap().len(), 2);
+        let with_key = dir.path().join("key.pem");
+        std::fs::write(&with_key, format!("{a}{key}")).unwrap();
+        let e = load_ca_certs(&with_key).unwrap_err();
+        assert!(
+            e.contains("SWITCHBOARD_WEBHOOK_CA_CERTS") && e.contains("key.pem"),
+            "{e}"
+        );
+        let e = load_ca_certs(&dir.path().join("missing.pem")).unwrap_err();
+        assert!(e.contains("cannot read"), "{e}");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+        assert!(load_ca_certs(&empty).is_err());
+    }
+}
