@@ -96,6 +96,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         config.webhook_allow_private_targets = true;
     }
     warn_about_the_settings(&config);
+    load_webhook_roots(&mut config)?;
     crate::trace::install_store_observer();
     if let Some(base) = &config.otlp_endpoint {
         crate::trace::export::init(base, std::time::Duration::from_secs(10))
@@ -207,6 +208,21 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
     }
     let _ = tokio::task::spawn_blocking(crate::trace::export::flush).await;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// The authorities of `SWITCHBOARD_WEBHOOK_CA_CERTS`, loaded before anything starts: a file
+/// that cannot be used stops `serve` with what is wrong with it.
+fn load_webhook_roots(config: &mut Config) -> anyhow::Result<()> {
+    if let Some(path) = &config.webhook_ca_certs {
+        config.webhook_ca_roots =
+            crate::webhooks::mtls::load_ca_certs(path).map_err(anyhow::Error::msg)?;
+        tracing::info!(
+            path = %path.display(),
+            authorities = config.webhook_ca_roots.len(),
+            "webhook deliveries trust extra certificate authorities"
+        );
+    }
     Ok(())
 }
 

@@ -713,7 +713,7 @@ const OVERSIZED: &[(&str, usize)] = &[
     ("src/http/legacy/campaigns.rs::create_campaign", 238),
     ("src/ops/sending/queued.rs::process", 212),
     ("src/ops/sending/catalog.rs::send_catalog", 202),
-    ("src/config/mod.rs::from_sources", 207),
+    ("src/config/mod.rs::from_sources", 203),
     (
         "src/ops/sending/catalog_check.rs::validate_catalog_send",
         200,
@@ -733,7 +733,6 @@ const OVERSIZED: &[(&str, usize)] = &[
         140,
     ),
     ("crates/domain/src/template/consent.rs::parse_consent", 146),
-    ("src/webhooks/dispatcher/attempt.rs::attempt_traced", 196),
     ("src/cli/admin_users.rs::run", 130),
     (
         "crates/store/src/shared/idempotency.rs::claim_idempotency",

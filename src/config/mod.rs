@@ -58,6 +58,10 @@ pub struct Config {
     /// The OTLP/HTTP collector's base URL (spans go to `{base}/v1/traces`); `None`: no export.
     pub otlp_endpoint: Option<String>,
     pub webhook_allow_private_targets: bool,
+    /// `SWITCHBOARD_WEBHOOK_CA_CERTS`: a PEM file of extra certificate authorities.
+    pub webhook_ca_certs: Option<PathBuf>,
+    /// Those authorities, loaded by `serve` before it starts (empty elsewhere).
+    pub webhook_ca_roots: Vec<reqwest::Certificate>,
     pub webhook_retry_delays: Vec<Duration>,
     pub webhook_disable_after: u32,
     pub webhook_timeout: Duration,
@@ -224,15 +228,7 @@ impl Config {
         let rate_limit_overrides = parse_overrides(&overrides_raw, rate_limits)
             .map_err(|e| src.error("rate_limit_overrides", &overrides_raw, &e))?;
 
-        let log_format_raw = src.get("log_format");
-        let log_format = match log_format_raw.as_str() {
-            "text" | "pretty" => LogFormat::Text,
-            "json" => LogFormat::Json,
-            _ => return Err(src.error("log_format", &log_format_raw, "expected text or json")),
-        };
-        let log = src.get("log");
-        tracing_subscriber::EnvFilter::try_new(&log)
-            .map_err(|e| src.error("log", &log, &format!("not a valid log filter: {e}")))?;
+        let (log, log_format) = log_settings(&src)?;
 
         Ok(Config {
             listen,
@@ -241,6 +237,10 @@ impl Config {
             redis_url,
             otlp_endpoint,
             webhook_allow_private_targets: src.boolean("webhook_allow_private_targets")?,
+            webhook_ca_certs: Some(src.get("webhook_ca_certs"))
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from),
+            webhook_ca_roots: Vec::new(),
             webhook_retry_delays,
             webhook_disable_after: src.number("webhook_disable_after", 1, 1_000_000)?,
             webhook_timeout: src.duration(
@@ -390,6 +390,20 @@ impl Config {
             ),
         ]
     }
+}
+
+/// `log` and `log_format`, checked.
+fn log_settings(src: &Sources<'_>) -> Result<(String, LogFormat), ConfigError> {
+    let log_format_raw = src.get("log_format");
+    let log_format = match log_format_raw.as_str() {
+        "text" | "pretty" => LogFormat::Text,
+        "json" => LogFormat::Json,
+        _ => return Err(src.error("log_format", &log_format_raw, "expected text or json")),
+    };
+    let log = src.get("log");
+    tracing_subscriber::EnvFilter::try_new(&log)
+        .map_err(|e| src.error("log", &log, &format!("not a valid log filter: {e}")))?;
+    Ok((log, log_format))
 }
 
 /// A value as `switchboard config` shows it: keys hidden, passwords in URLs hidden.

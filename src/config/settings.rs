@@ -40,6 +40,11 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "development only: allows http://, any port, loopback and private addresses as endpoint URLs",
     },
     Setting {
+        name: "webhook_ca_certs",
+        default: "",
+        meaning: "a PEM file of certificate authorities that webhook deliveries trust besides the built-in roots (one or more certificates); serve refuses to start when it cannot be read",
+    },
+    Setting {
         name: "webhook_retry_delays",
         default: "30s,5m,30m",
         meaning: "delays between delivery attempts; attempts = delays + 1",

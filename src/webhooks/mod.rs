@@ -3,6 +3,7 @@
 //! retry classes, signing) are in `switchboard_domain::webhooks`.
 
 pub mod dispatcher;
+pub mod mtls;
 pub mod recovery;
 pub mod throttle;
 pub mod url_safety;

@@ -17,6 +17,8 @@ mod batches;
 mod channels;
 mod console;
 mod destinations;
+mod destinations_brokers;
+mod destinations_mtls;
 mod disk_full;
 mod event_feed;
 mod faults;

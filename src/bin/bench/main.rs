@@ -12,9 +12,11 @@
 //! cargo run --release --bin bench -- --scenario media       # WhatsApp media: MB/s, peak RSS
 //! cargo run --release --bin bench -- --scenario scale       # 1M pending deliveries, 10M messages
 //! cargo run --release --bin bench -- --scenario inbound     # WhatsApp callbacks per second
+//! cargo run --release --bin bench -- --scenario brokers     # deliveries/s: https, redis, nats, rabbitmq
 //! ```
 
 mod batch;
+mod brokers;
 mod inbound;
 mod load;
 mod media;
@@ -74,8 +76,10 @@ pub struct Args {
     /// events), ordering (per_contact against unordered deliveries), tracing (the same loops
     /// with and without span export), batch (batch sends through the send queue), media
     /// (WhatsApp media sends: MB/s and peak memory), scale (deliveries per second with many
-    /// pending, history pages over many messages) or inbound (WhatsApp callbacks per second,
-    /// texts and every kind).
+    /// pending, history pages over many messages), inbound (WhatsApp callbacks per second,
+    /// texts and every kind) or brokers (deliveries per second to each destination type:
+    /// https, redis_stream, nats_jetstream, rabbitmq; `--backlog` sends to `--endpoints`
+    /// endpoints of each).
     #[arg(long, default_value = "standard")]
     pub scenario: String,
     /// recovery: events kept in the database.
@@ -159,6 +163,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 "ordering" => serde_json::to_value(outage::ordering(&args, &bin, backend).await?)?,
                 "tracing" => serde_json::to_value(tracing::tracing(&args, &bin, backend).await?)?,
                 "batch" => serde_json::to_value(batch::batch(&args, &bin, backend).await?)?,
+                "brokers" => serde_json::to_value(brokers::brokers(&args, &bin, backend).await?)?,
                 "media" => serde_json::to_value(media::media(&args, &bin, backend).await?)?,
                 "inbound" => serde_json::to_value(inbound::inbound(&args, &bin, backend).await?)?,
                 "scale" => {
@@ -168,7 +173,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     value
                 }
                 other => anyhow::bail!(
-                    "--scenario: expected standard, recovery, ordering, tracing, batch, media, scale or inbound, got {other}"
+                    "--scenario: expected standard, recovery, ordering, tracing, batch, media, scale, inbound or brokers, got {other}"
                 ),
             };
             println!(

@@ -394,6 +394,10 @@ const views = {
             h("code", {}, Object.entries(ep.target).map(([k, v]) => `${k}: ${v}`).join(" · "))) : "",
           ep.filter ? h("p", { class: "muted endpoint-filter" }, "Filter: ", h("code", {}, JSON.stringify(ep.filter))) : "",
           limits(ep) ? h("p", { class: "muted endpoint-limits" }, limits(ep)) : "",
+          // How deliveries authenticate (no secret is ever answered).
+          ep.auth ? h("p", { class: "muted endpoint-auth" }, "Authentication: ",
+            ep.auth.type === "mtls" ? h("code", {}, `mTLS client certificate sha256 ${ep.auth.certificate_sha256}`)
+              : h("code", {}, `OAuth2 client ${ep.auth.client_id} at ${ep.auth.token_url}`)) : "",
           (ep.warnings || []).map((w) => h("p", { class: "error" }, w.message || w.code || String(w))),
           actions(ep))))
           : h("p", { class: "empty" }, "No endpoints yet. Create one above; on a demo server a local URL such as http://127.0.0.1:9911/hooks works."));

@@ -73,8 +73,10 @@ pub struct EndpointOut {
     /// The most deliveries per second to this endpoint, across instances (`null`: no limit).
     pub max_per_second: Option<i64>,
     /// How deliveries authenticate to an https endpoint (`null`: the signature only):
-    /// `{"type": "oauth2_client_credentials", "token_url", "client_id", "scope"}`; the client
-    /// secret is never answered.
+    /// `{"type": "oauth2_client_credentials", "token_url", "client_id", "scope"}` (the client
+    /// secret is never answered) or `{"type": "mtls", "certificate_sha256"}` (the SHA-256 of
+    /// the client certificate, lower-case hex; neither the certificate nor its private key is
+    /// answered).
     #[schema(value_type = Option<Object>)]
     pub auth: Option<serde_json::Value>,
     /// `whsec_` + base64 of 32 random bytes; only on create and rotate-secret.
@@ -207,7 +209,10 @@ pub struct CreateEndpointBody {
     /// Authentication to an https endpoint: `{"type": "oauth2_client_credentials",
     /// "token_url", "client_id", "client_secret", "scope"}` (a token fetched with the client
     /// credentials grant, cached until it expires, sent as `Authorization: Bearer`; after a 401
-    /// a new token once). The secret is sealed and never answered.
+    /// a new token once), or `{"type": "mtls", "certificate", "private_key"}` (PEM: a client
+    /// certificate, or a chain starting with it, and its private key; each connection presents
+    /// it). Secrets (the client secret, the certificate and its key) are sealed and never
+    /// answered.
     #[serde(default)]
     #[schema(value_type = Option<Object>, example = json!({"type": "oauth2_client_credentials", "token_url": "https://auth.example.com/oauth/token", "client_id": "switchboard", "client_secret": "s3cret", "scope": "webhooks"}))]
     pub auth: Option<serde_json::Value>,

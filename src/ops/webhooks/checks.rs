@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
+use crate::webhooks::mtls;
 use crate::webhooks::url_safety::{self, UrlError};
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::sealed::{AAD_AUTH_SECRET, AAD_TARGET_URL};
@@ -229,25 +230,70 @@ impl Checker {
         let serde_json::Value::Object(map) = auth else {
             self.errors.add(
                 "auth",
-                "must be an object: {\"type\": \"oauth2_client_credentials\", \"token_url\", \"client_id\", \"client_secret\", \"scope\"}",
+                "must be an object: {\"type\": \"oauth2_client_credentials\", \"token_url\", \"client_id\", \"client_secret\", \"scope\"} or {\"type\": \"mtls\", \"certificate\", \"private_key\"}",
             );
             return None;
         };
         match map.get("type").and_then(serde_json::Value::as_str) {
-            Some("oauth2_client_credentials") => {}
-            Some("mtls") => {
-                self.errors.add(
-                    "auth.type",
-                    "`mtls` is not available in this version (oauth2_client_credentials)",
-                );
-                return None;
-            }
+            Some("oauth2_client_credentials") => self.oauth2(map, deps).await,
+            Some("mtls") => self.mtls(map, deps),
             _ => {
                 self.errors
-                    .add("auth.type", "must be oauth2_client_credentials");
-                return None;
+                    .add("auth.type", "must be oauth2_client_credentials or mtls");
+                None
             }
         }
+    }
+
+    /// Checks `auth` of type `mtls`: a client certificate (chain) and its private key, in
+    /// PEM. Answered: the type and the leaf certificate's SHA-256; both are sealed together.
+    fn mtls(
+        &mut self,
+        map: &serde_json::Map<String, serde_json::Value>,
+        deps: &Deps<'_>,
+    ) -> Option<(String, Vec<u8>)> {
+        let before = self.errors.0.len();
+        for key in map.keys() {
+            if !["type", "certificate", "private_key"].contains(&key.as_str()) {
+                self.errors.add(
+                    format!("auth.{key}"),
+                    "unknown_field: mtls has certificate and private_key",
+                );
+            }
+        }
+        let mut pem = |name: &str| match map.get(name) {
+            Some(serde_json::Value::String(v)) => Some(v.clone()),
+            _ => {
+                self.errors
+                    .add(format!("auth.{name}"), "is required (PEM text)");
+                None
+            }
+        };
+        let (certificate, private_key) = (pem("certificate"), pem("private_key"));
+        if self.errors.0.len() > before {
+            return None;
+        }
+        match mtls::check_client_certificate(&certificate?, &private_key?) {
+            Ok(checked) => {
+                let answered = json!({"type": "mtls", "certificate_sha256": checked.fingerprint});
+                let sealed = deps.secrets.seal(checked.pem.as_bytes(), AAD_AUTH_SECRET);
+                Some((answered.to_string(), sealed))
+            }
+            Err(problems) => {
+                for (field, issue) in problems {
+                    self.errors.add(format!("auth.{field}"), issue);
+                }
+                None
+            }
+        }
+    }
+
+    /// Checks `auth` of type `oauth2_client_credentials`.
+    async fn oauth2(
+        &mut self,
+        map: &serde_json::Map<String, serde_json::Value>,
+        deps: &Deps<'_>,
+    ) -> Option<(String, Vec<u8>)> {
         let before = self.errors.0.len();
         for key in map.keys() {
             if !["type", "token_url", "client_id", "client_secret", "scope"].contains(&key.as_str())

@@ -13,8 +13,27 @@ use switchboard_domain::webhooks::destination::DestinationType;
 /// Idle connections are kept per host up to [`IDLE_PER_HOST`]: many endpoints often share
 /// one host (an integration platform, a company's gateway), and a smaller pool than the
 /// attempts in flight to it would close and reopen connections under load.
-pub fn http_client(policy: Policy, timeout: Duration) -> reqwest::Client {
-    reqwest::Client::builder()
+pub fn http_client(
+    policy: Policy,
+    timeout: Duration,
+    roots: &[reqwest::Certificate],
+) -> reqwest::Client {
+    client_builder(policy, timeout, roots)
+        .build()
+        .expect("the webhook HTTP client builds")
+}
+
+/// The builder of [`http_client`] (an mTLS endpoint's client adds its identity), trusting
+/// `roots` besides the built-in ones.
+pub(super) fn client_builder(
+    policy: Policy,
+    timeout: Duration,
+    roots: &[reqwest::Certificate],
+) -> reqwest::ClientBuilder {
+    let builder = roots.iter().fold(reqwest::Client::builder(), |b, root| {
+        b.add_root_certificate(root.clone())
+    });
+    builder
         .dns_resolver(Arc::new(SafeResolver::new(policy)))
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
@@ -24,8 +43,6 @@ pub fn http_client(policy: Policy, timeout: Duration) -> reqwest::Client {
         .pool_max_idle_per_host(IDLE_PER_HOST)
         .tcp_nodelay(true)
         .user_agent(USER_AGENT)
-        .build()
-        .expect("the webhook HTTP client builds")
 }
 
 impl Dispatcher {
@@ -143,6 +160,19 @@ impl Dispatcher {
             }
             DestinationType::Https => {}
         }
+        self.send_https(endpoint, &headers, body, timeout)
+            .await
+            .signed(signed_with)
+    }
+
+    /// The signed request of an attempt to an `https` endpoint (with its authentication).
+    async fn send_https(
+        &self,
+        endpoint: &switchboard_store::webhooks::ClaimedEndpoint,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> AttemptResult {
         let url = match url_safety::check_url(&endpoint.url, self.policy) {
             Ok(u) => u,
             Err(e) => {
@@ -152,9 +182,14 @@ impl Dispatcher {
                 );
             }
         };
+        // An mTLS endpoint's client presents its certificate.
+        let client = match self.client_for(endpoint) {
+            Ok(c) => c,
+            Err(failed) => return failed,
+        };
         let build = |token: Option<&str>| {
-            let mut req = self.client.post(url.clone());
-            for (name, value) in &headers {
+            let mut req = client.post(url.clone());
+            for (name, value) in headers {
                 req = req.header(name.as_str(), value.as_str());
             }
             if let Some(token) = token {
@@ -167,14 +202,12 @@ impl Dispatcher {
         // OAuth2 client credentials: a cached token, or a new one within the time limit.
         let token = match self.oauth_token(endpoint, false, deadline).await {
             Ok(t) => t,
-            Err(failed) => return failed.signed(signed_with),
+            Err(failed) => return failed,
         };
         let mut resp = match tokio::time::timeout_at(deadline, build(token.as_deref()).send()).await
         {
-            Err(_) => return AttemptResult::timeout(timeout).signed(signed_with),
-            Ok(Err(e)) => {
-                return AttemptResult::from_transport(&e, timeout).signed(signed_with);
-            }
+            Err(_) => return AttemptResult::timeout(timeout),
+            Ok(Err(e)) => return AttemptResult::from_transport(&e, timeout),
             Ok(Ok(r)) => r,
         };
         // A 401 with a token: a new token once, and the request again at once with it; a
@@ -183,13 +216,11 @@ impl Dispatcher {
             drop(resp);
             let fresh = match self.oauth_token(endpoint, true, deadline).await {
                 Ok(t) => t,
-                Err(failed) => return failed.signed(signed_with),
+                Err(failed) => return failed,
             };
             resp = match tokio::time::timeout_at(deadline, build(fresh.as_deref()).send()).await {
-                Err(_) => return AttemptResult::timeout(timeout).signed(signed_with),
-                Ok(Err(e)) => {
-                    return AttemptResult::from_transport(&e, timeout).signed(signed_with);
-                }
+                Err(_) => return AttemptResult::timeout(timeout),
+                Ok(Err(e)) => return AttemptResult::from_transport(&e, timeout),
                 Ok(Ok(r)) => r,
             };
         }
@@ -220,7 +251,7 @@ impl Dispatcher {
         };
         if let Some(mut failed) = incomplete {
             failed.excerpt = excerpt(&buf);
-            return failed.signed(signed_with);
+            return failed;
         }
         let excerpt = excerpt(&buf);
         let reason = status.canonical_reason().unwrap_or("");
@@ -249,7 +280,7 @@ impl Dispatcher {
             error_message: message,
             excerpt,
             retry_after,
-            signed_with,
+            signed_with: None,
         }
     }
 }
@@ -433,7 +464,7 @@ mod tests {
     async fn the_client_refuses_names_that_resolve_to_private_addresses() {
         // `localhost` resolves to a loopback address: the strict resolver drops it, so the
         // connection is never made and the error says why.
-        let client = http_client(Policy::default(), Duration::from_secs(5));
+        let client = http_client(Policy::default(), Duration::from_secs(5), &[]);
         let e = client
             .post("http://localhost:9/hook")
             .send()
@@ -442,7 +473,7 @@ mod tests {
         let (code, message) = classify_transport(&e);
         assert_eq!(code, "unsafe_target", "{message}");
 
-        let client = http_client(Policy::default(), Duration::from_secs(5));
+        let client = http_client(Policy::default(), Duration::from_secs(5), &[]);
         let e = client
             .post("http://does-not-exist.invalid/hook")
             .send()
@@ -461,6 +492,7 @@ mod tests {
                 allow_private: true,
             },
             Duration::from_secs(5),
+            &[],
         );
         let e = client
             .post(format!("http://127.0.0.1:{port}/hook?token=secret"))

@@ -21,7 +21,7 @@ use switchboard_store::webhooks::{ClaimedDelivery, ClaimedEndpoint};
 #[derive(Default)]
 pub(super) struct Connections {
     redis: Mutex<HashMap<String, redis::aio::MultiplexedConnection>>,
-    nats: Mutex<HashMap<String, async_nats::jetstream::Context>>,
+    nats: Mutex<HashMap<String, (async_nats::Client, async_nats::jetstream::Context)>>,
     amqp: Mutex<HashMap<String, (lapin::Connection, lapin::Channel)>>,
 }
 
@@ -191,8 +191,12 @@ impl Dispatcher {
         &self,
         url: &str,
     ) -> Result<async_nats::jetstream::Context, AttemptResult> {
-        if let Some(c) = self.brokers.nats.lock().unwrap().get(url) {
-            return Ok(c.clone());
+        // A connection that lost its server is replaced (a new one fails at once while the
+        // server is away) rather than reused until the client's own reconnection succeeds.
+        if let Some((client, context)) = self.brokers.nats.lock().unwrap().get(url) {
+            if client.connection_state() != async_nats::connection::State::Disconnected {
+                return Ok(context.clone());
+            }
         }
         let (parsed, addr) = self.broker_address(url, "nats", 4222).await?;
         let mut options = async_nats::ConnectOptions::new()
@@ -214,12 +218,12 @@ impl Dispatcher {
                     format!("Could not connect to NATS: {}.", e.kind()),
                 )
             })?;
-        let context = async_nats::jetstream::new(client);
+        let context = async_nats::jetstream::new(client.clone());
         self.brokers
             .nats
             .lock()
             .unwrap()
-            .insert(url.to_owned(), context.clone());
+            .insert(url.to_owned(), (client, context.clone()));
         Ok(context)
     }
 

@@ -37,6 +37,7 @@
 
 mod attempt;
 mod brokers;
+mod client_cert;
 mod oauth;
 mod recording;
 mod slots;
@@ -149,6 +150,10 @@ pub struct Dispatcher {
     brokers: brokers::Connections,
     /// OAuth2 access tokens of endpoints, until they expire.
     tokens: oauth::Tokens,
+    /// The certificate authorities deliveries trust besides the built-in roots.
+    roots: Vec<reqwest::Certificate>,
+    /// The clients of endpoints with `auth` mtls, each presenting its certificate.
+    client_certs: client_cert::Clients,
 }
 
 impl Dispatcher {
@@ -170,7 +175,9 @@ impl Dispatcher {
             store,
             secrets,
             clock,
-            client: http_client(policy, config.webhook_timeout),
+            client: http_client(policy, config.webhook_timeout, &config.webhook_ca_roots),
+            roots: config.webhook_ca_roots.clone(),
+            client_certs: client_cert::Clients::default(),
             policy,
             timeout: config.webhook_timeout,
             retry_delays: config.webhook_retry_delays.clone(),

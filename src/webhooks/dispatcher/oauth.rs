@@ -44,7 +44,12 @@ impl Dispatcher {
         fresh: bool,
         deadline: tokio::time::Instant,
     ) -> Result<Option<String>, AttemptResult> {
-        let Some(auth_text) = &endpoint.controls.auth else {
+        let Some(auth_text) = endpoint
+            .controls
+            .auth
+            .as_ref()
+            .filter(|a| !super::client_cert::is_mtls(a))
+        else {
             return Ok(None);
         };
         let key = (endpoint.id, auth_text.clone());
