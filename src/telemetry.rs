@@ -107,6 +107,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Requests limited by the instance's own limiter because Redis was unavailable.",
     ),
     (
+        "switchboard_inbound_unsupported_total",
+        "counter",
+        "Inbound messages of a kind the service does not show, stored as unsupported, by provider.",
+    ),
+    (
         "switchboard_provider_sends_total",
         "counter",
         "Provider calls by channel type and result (accepted, rejected, throttled, unavailable, not_configured, unsupported).",

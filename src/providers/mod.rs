@@ -537,6 +537,36 @@ impl Provider for LeadIngestion {
     }
 }
 
+/// The provider types already logged as unsupported, and the most kept (the types come from
+/// providers' payloads: a bounded set, so that a flood of odd types cannot grow it).
+static UNSUPPORTED_SEEN: std::sync::Mutex<Vec<(&'static str, String)>> =
+    std::sync::Mutex::new(Vec::new());
+const UNSUPPORTED_KEPT: usize = 64;
+
+/// An inbound message stored as `unsupported`: counted
+/// (`switchboard_inbound_unsupported_total{provider}`), and logged at `warn` with its provider
+/// type once per provider and type in this process (never the body), so that a stream of one
+/// odd kind is one line, not one per message.
+pub(crate) fn warn_unsupported_once(provider: &'static str, provider_type: Option<&str>) {
+    metrics::counter!("switchboard_inbound_unsupported_total", "provider" => provider).increment(1);
+    let provider_type = provider_type.unwrap_or("");
+    let mut seen = UNSUPPORTED_SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.len() >= UNSUPPORTED_KEPT
+        || seen
+            .iter()
+            .any(|(p, t)| *p == provider && t == provider_type)
+    {
+        return;
+    }
+    seen.push((provider, provider_type.to_owned()));
+    drop(seen);
+    tracing::warn!(
+        provider,
+        provider_type,
+        "an inbound message of a kind the service does not show is stored as unsupported (logged once per provider type)"
+    );
+}
+
 /// Reads at most [`MAX_ANSWER_BYTES`] of a provider's answer.
 pub(crate) async fn read_answer(mut resp: reqwest::Response) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();

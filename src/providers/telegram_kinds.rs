@@ -113,11 +113,7 @@ pub fn kind_of(m: &Value) -> MessageKind {
 
 /// An `unsupported` message, logged once at `warn` with the provider's type (never the body).
 pub fn unsupported(provider_type: Option<&str>) -> MessageKind {
-    tracing::warn!(
-        provider = "telegram",
-        provider_type = provider_type.unwrap_or(""),
-        "an inbound message of a kind the service does not show is stored as unsupported"
-    );
+    super::warn_unsupported_once("telegram", provider_type);
     MessageKind::unsupported(provider_type)
 }
 

@@ -158,11 +158,7 @@ fn unsupported(kind: &str, m: &Map<String, Value>) -> MessageKind {
         .get("unsupported")
         .and_then(|u| text_of(u.get("type")))
         .or_else(|| Some(kind.to_owned()));
-    tracing::warn!(
-        provider = "whatsapp_cloud",
-        provider_type = provider_type.as_deref().unwrap_or(""),
-        "an inbound message of a kind the service does not show is stored as unsupported"
-    );
+    super::warn_unsupported_once("whatsapp_cloud", provider_type.as_deref());
     let errors = m
         .get("errors")
         .and_then(Value::as_array)

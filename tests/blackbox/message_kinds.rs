@@ -445,12 +445,27 @@ async fn message_kinds_whatsapp_inbound_every_kind(backend: Backend) {
         m["reply_to"],
         json!({"message_uuid": null, "provider_message_id": "wamid.NOT-OURS"})
     );
-    // The unknown kind was logged at warn with its provider type, never with the body.
-    let logs = server.logs();
-    assert!(
-        logs.contains("ephemeral"),
-        "no warning for the unknown kind"
+    // More of the same odd kinds: still stored as unsupported, still one warning per type.
+    let more = wa_webhook(
+        PHONE_NUMBER_ID,
+        vec![
+            msg("wamid.UNSUP2", "unsupported", json!({"type": "pool"})),
+            msg("wamid.NEW2", "ephemeral", json!({})),
+        ],
+        vec![],
     );
+    wa_callback(&server, &wa_uuid, &more).await.expect(200);
+    let all = inbound_by_provider_id(&server, &seed.key).await;
+    assert_eq!(find(&all, "wamid.UNSUP2")["type"], "unsupported");
+    assert_eq!(find(&all, "wamid.NEW2")["type"], "unsupported");
+    // Each unknown kind was logged at warn once, with its provider type, never with the body.
+    let logs = server.logs();
+    let warned = |t: &str| {
+        logs.lines()
+            .filter(|l| l.contains("stored as unsupported") && l.contains(t))
+            .count()
+    };
+    assert_eq!((warned("ephemeral"), warned("pool")), (1, 1), "{logs}");
     assert!(!logs.contains("Yes, that one"), "a message body was logged");
 }
 
