@@ -25,7 +25,7 @@ pub(super) struct Written {
 pub(super) async fn write_effects_tx(
     conn: &mut <Db as sqlx::Database>::Connection,
     effects: &Effects,
-    fan: &mut super::webhooks::FanOut,
+    fan: &mut super::fan_out::FanOut,
     defer: Option<&mut Vec<NewEvent>>,
 ) -> StoreResult<Written> {
     let audit: Vec<NewEvent> = effects
@@ -62,13 +62,13 @@ pub(super) async fn write_effects_tx(
 pub(super) async fn write_events_tx(
     conn: &mut <Db as sqlx::Database>::Connection,
     events: &[NewEvent],
-    fan: &mut super::webhooks::FanOut,
+    fan: &mut super::fan_out::FanOut,
 ) -> StoreResult<bool> {
     if events.is_empty() {
         return Ok(false);
     }
     let before = fan.deliveries();
-    super::webhooks::insert_events(conn, events, fan).await?;
+    super::fan_out::insert_events(conn, events, fan).await?;
     Ok(fan.deliveries() > before)
 }
 

@@ -7,11 +7,13 @@
 
 mod campaigns;
 mod canned_replies;
+mod chains;
 mod channels;
 mod completions;
 mod contacts;
 mod conversations;
 mod events;
+mod fan_out;
 mod flows;
 mod group_commit;
 mod groups;
@@ -28,6 +30,7 @@ mod queue_entries;
 mod system;
 mod templates;
 mod users;
+mod webhook_sql;
 mod webhooks;
 mod write;
 

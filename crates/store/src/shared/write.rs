@@ -28,7 +28,7 @@ pub(super) struct WriteTx<'s> {
     started: std::time::SystemTime,
     /// The fan-out's state kept across `write_effects` calls (a group commit: the
     /// organizations' endpoints are read once per group, not once per record).
-    shared_fan: Option<super::webhooks::FanOut>,
+    shared_fan: Option<super::fan_out::FanOut>,
     /// A group commit's outbox events, written together (with their deliveries) just before
     /// the commit.
     deferred: Option<Vec<switchboard_domain::event::NewEvent>>,
@@ -71,7 +71,7 @@ impl WriteTx<'_> {
     /// Writes effects now, inside the transaction (for changes that write several, each after
     /// its own part of the change; the last ones go to [`WriteTx::commit`]).
     pub(super) async fn write_effects(&mut self, effects: &Effects) -> StoreResult<()> {
-        let mut own = super::webhooks::FanOut::default();
+        let mut own = super::fan_out::FanOut::default();
         let fan = self.shared_fan.as_mut().unwrap_or(&mut own);
         let written =
             super::events::write_effects_tx(&mut self.tx, effects, fan, self.deferred.as_mut())
@@ -122,7 +122,7 @@ impl WriteTx<'_> {
     async fn commit_inner(mut self, effects: Effects) -> StoreResult<()> {
         self.write_effects(&effects).await?;
         if let Some(events) = self.deferred.take() {
-            let mut own = super::webhooks::FanOut::default();
+            let mut own = super::fan_out::FanOut::default();
             let fan = self.shared_fan.as_mut().unwrap_or(&mut own);
             self.deliveries |= super::events::write_events_tx(&mut self.tx, &events, fan).await?;
         }

@@ -365,7 +365,7 @@ async fn record_in(
     ended_chains.dedup();
     let now = outcomes[0].now;
     for (endpoint_id, key) in ended_chains {
-        if super::chains::release_next(tx, endpoint_id, key, now).await? {
+        if super::super::chains::release_next(tx, endpoint_id, key, now).await? {
             tx.deliveries_scheduled();
         }
     }

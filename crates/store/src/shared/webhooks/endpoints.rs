@@ -9,7 +9,7 @@ use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::fan_out::{NewDelivery, insert_delivery, insert_event_row};
+use super::super::fan_out::{NewDelivery, insert_delivery, insert_event_row};
 use super::{Backend, Conn, Db, dialect, sql};
 use crate::webhooks::*;
 use crate::{EffectsFn, StoreError, StoreResult};

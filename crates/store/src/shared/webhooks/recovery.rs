@@ -10,7 +10,7 @@ use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::fan_out::{NewDelivery, insert_delivery, insert_unordered_deliveries};
+use super::super::fan_out::{NewDelivery, insert_delivery, insert_unordered_deliveries};
 use super::{Backend, Db, dialect, push_in_list, sql};
 use crate::StoreResult;
 use crate::recovery::*;
@@ -336,7 +336,7 @@ impl RecoveryStore for Backend {
         let events: Vec<WindowEvent> = qb.build_query_as().fetch_all(&mut *tx).await?;
 
         let patterns = target.events.0;
-        let filter = super::fan_out::stored_filter(target.filter.as_deref());
+        let filter = super::super::fan_out::stored_filter(target.filter.as_deref());
         let matching: Vec<&WindowEvent> = events
             .iter()
             .filter(|e| subscribed(&patterns, &e.name))

@@ -13,7 +13,8 @@ use std::sync::LazyLock;
 
 use uuid::Uuid;
 
-use super::{Conn, dialect, sql};
+use super::webhook_sql as sql;
+use super::{Conn, dialect};
 use crate::StoreResult;
 use switchboard_domain::Timestamp;
 

@@ -8,7 +8,8 @@ use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::{Conn, Db, sql};
+use super::webhook_sql as sql;
+use super::{Conn, Db};
 use crate::StoreResult;
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::NewEvent;
