@@ -358,6 +358,10 @@ fn describe_metrics() {
                 .absolute(0);
         }
     }
+    for provider in ["whatsapp_cloud", "telegram"] {
+        metrics::counter!("switchboard_inbound_unsupported_total", "provider" => provider)
+            .absolute(0);
+    }
     for result in ["uploaded", "reused", "rejected", "failed"] {
         metrics::counter!("switchboard_media_uploads_total", "result" => result).absolute(0);
     }
