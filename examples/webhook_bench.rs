@@ -187,12 +187,12 @@ async fn main() -> anyhow::Result<()> {
     )
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let lookup = switchboard::webhooks::url_safety::system_lookup();
+    let lookup = switchboard::url_safety::system_lookup();
     let deps = switchboard::ops::webhooks::Deps {
         store: rt.store.as_ref(),
         secrets: &rt.secrets,
         clock: rt.clock.as_ref(),
-        policy: switchboard::webhooks::url_safety::Policy {
+        policy: switchboard::url_safety::Policy {
             allow_private: true,
         },
         lookup: &lookup,

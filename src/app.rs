@@ -147,7 +147,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
             .with_pacer(pacer)
             .with_media(
                 crate::media::MediaFetcher::new(
-                    crate::webhooks::url_safety::Policy {
+                    crate::url_safety::Policy {
                         allow_private: rt.config.webhook_allow_private_targets,
                     },
                     rt.config.media_timeout,
@@ -155,7 +155,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
                 .with_memory(rt.config.media_memory_mib),
             ),
         metrics: crate::telemetry::metrics_handle(),
-        webhook_lookup: crate::webhooks::url_safety::system_lookup(),
+        webhook_lookup: crate::url_safety::system_lookup(),
         recovery_wake: recovery_wake.clone(),
         shutdown: shutdown.clone(),
     });

@@ -12,9 +12,12 @@
 //! * [`ops`]: use cases shared by the HTTP API and the admin tools.
 //! * [`http`]: the axum router, extractors (authentication, JSON bodies, pagination),
 //!   rate limits, errors, view types and one module per resource.
-//! * [`webhooks`]: URL safety at connect time and the dispatcher.
+//! * [`webhooks`]: the dispatcher, recoveries, endpoint throttles and client certificates.
+//! * [`url_safety`]: the rules for outbound URLs (webhook endpoints, brokers, token URLs,
+//!   media), checked when given and again at connect time; below `webhooks`, `media` and
+//!   `providers`, which all use it.
 //! * [`providers`]: one adapter per channel type behind one trait.
-//! * [`media`]: fetching media files for uploads, with the webhook URL rules.
+//! * [`media`]: fetching media files for uploads, under the same URL rules.
 //! * [`cli`]: the `switchboard` command line (`serve`, `migrate`, `admin ...`).
 //! * [`views`]: the JSON representation of each resource, shared by responses, event data
 //!   and the admin tools' `--json` output.
@@ -32,6 +35,7 @@ pub mod providers;
 pub mod shared_redis;
 pub mod telemetry;
 pub mod trace;
+pub mod url_safety;
 pub mod views;
 pub mod webhooks;
 pub mod workers;

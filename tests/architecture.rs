@@ -3,14 +3,16 @@
 //! cannot name the store, the store cannot name the service.)
 //!
 //! ```text
-//! cli ──► http ──► ops ──► views, webhooks, providers, media ──► store, domain
+//! cli ──► http ──► ops ──► views, webhooks, providers, media ──► url_safety ──► store, domain
 //! ```
 //!
 //! * `src/ops` must not use `crate::http` or `crate::cli`;
-//! * `src/providers` must not use `crate::http`, `crate::ops`, `crate::cli` or the store crate;
+//! * `src/providers` must not use `crate::http`, `crate::ops`, `crate::cli`, `crate::webhooks`
+//!   or the store crate;
 //! * `src/webhooks` must not use `crate::http`, `crate::ops` or `crate::cli`;
-//! * `src/media` must not use `crate::http`, `crate::ops`, `crate::cli`, `crate::providers` or
-//!   the store crate;
+//! * `src/media` must not use `crate::http`, `crate::ops`, `crate::cli`, `crate::providers`,
+//!   `crate::webhooks` or the store crate;
+//! * `src/url_safety` uses none of the layers that connect out (nor the store);
 //! * `src/views` must not use `crate::http`, `crate::ops` or `crate::cli`;
 //! * `src/http` must not use `crate::cli`;
 //! * `src/trace` (trace context and span export) uses none of the layers that make spans;
@@ -30,12 +32,36 @@ use std::path::{Path, PathBuf};
 /// The layers each layer must not use.
 const RULES: &[(&str, &[&str])] = &[
     ("ops", &["http", "cli"]),
-    ("providers", &["http", "ops", "cli", "switchboard_store"]),
+    (
+        "providers",
+        &["http", "ops", "cli", "webhooks", "switchboard_store"],
+    ),
     ("webhooks", &["http", "ops", "cli"]),
     // Media fetching sits beside the providers: URL safety below it, no store, no use case.
     (
         "media",
-        &["http", "ops", "cli", "providers", "switchboard_store"],
+        &[
+            "http",
+            "ops",
+            "cli",
+            "providers",
+            "webhooks",
+            "switchboard_store",
+        ],
+    ),
+    // The outbound URL rules sit under everything that connects out.
+    (
+        "url_safety",
+        &[
+            "http",
+            "ops",
+            "cli",
+            "webhooks",
+            "providers",
+            "media",
+            "views",
+            "switchboard_store",
+        ],
     ),
     ("views", &["http", "ops", "cli"]),
     ("http", &["cli"]),

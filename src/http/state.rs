@@ -29,7 +29,7 @@ pub struct AppInner {
     /// Builds messaging provider adapters; holds the one provider HTTP client.
     pub providers: crate::providers::ProviderHub,
     /// The DNS look-up used to check webhook endpoint URLs on create and update.
-    pub webhook_lookup: crate::webhooks::url_safety::Lookup,
+    pub webhook_lookup: crate::url_safety::Lookup,
     /// Wakes this process's recovery worker when a recovery is started.
     pub recovery_wake: Arc<tokio::sync::Notify>,
     /// Cancelled on SIGTERM / Ctrl-C: open event streams end at once (their clients reconnect

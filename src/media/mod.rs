@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use crate::webhooks::url_safety::{self, DnsFailure, Policy, SafeResolver, UnsafeTarget};
+use crate::url_safety::{self, DnsFailure, Policy, SafeResolver, UnsafeTarget};
 
 /// The most redirects followed.
 pub const MAX_REDIRECTS: usize = 5;

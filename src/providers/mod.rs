@@ -374,10 +374,7 @@ impl ProviderHub {
             http,
             pacer: std::sync::Arc::new(pacing::Pacer::local(Duration::from_secs(6))),
             send_wake: Default::default(),
-            media: crate::media::MediaFetcher::new(
-                crate::webhooks::url_safety::Policy::default(),
-                timeout,
-            ),
+            media: crate::media::MediaFetcher::new(crate::url_safety::Policy::default(), timeout),
         }
     }
 

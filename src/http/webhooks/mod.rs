@@ -20,7 +20,7 @@ use axum::routing::{get, post};
 use uuid::Uuid;
 
 use crate::ops::webhooks::{Deps, WebhookError};
-use crate::webhooks::url_safety::Policy;
+use crate::url_safety::Policy;
 use switchboard_domain::webhooks::endpoint::EndpointStatus;
 use switchboard_store::webhooks::DeliveryStatus;
 

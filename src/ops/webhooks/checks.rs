@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
+use crate::url_safety::{self, UrlError};
 use crate::webhooks::mtls;
-use crate::webhooks::url_safety::{self, UrlError};
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::sealed::{AAD_AUTH_SECRET, AAD_TARGET_URL};
 use switchboard_domain::webhooks::destination::{self, DestinationType};

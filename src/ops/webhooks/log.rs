@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use crate::webhooks::url_safety;
+use crate::url_safety;
 use switchboard_domain::event::{Actor, Effects};
 use switchboard_domain::webhooks::endpoint::EndpointStatus;
 use switchboard_domain::webhooks::events as wh_events;

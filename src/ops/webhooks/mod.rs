@@ -10,7 +10,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::crypto::{AAD_SIGNING_SECRET, SecretBox};
-use crate::webhooks::url_safety::{self, Lookup, Policy};
+use crate::url_safety::{self, Lookup, Policy};
 use switchboard_domain::ValidationErrors;
 use switchboard_domain::clock::Clock;
 use switchboard_domain::event::{Actor, Effects};

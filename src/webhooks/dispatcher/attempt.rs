@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::trace;
-use crate::webhooks::url_safety::{self, DnsFailure, Policy, SafeResolver, UnsafeTarget};
+use crate::url_safety::{self, DnsFailure, Policy, SafeResolver, UnsafeTarget};
 use switchboard_domain::trace::TraceContext;
 use switchboard_domain::webhooks::destination::DestinationType;
 

@@ -12,7 +12,7 @@ use redis::IntoConnectionInfo;
 
 use super::Dispatcher;
 use super::attempt::AttemptResult;
-use crate::webhooks::url_safety::{self, SafeResolver};
+use crate::url_safety::{self, SafeResolver};
 use switchboard_domain::sealed::AAD_TARGET_URL;
 use switchboard_domain::webhooks::destination;
 use switchboard_store::webhooks::{ClaimedDelivery, ClaimedEndpoint};

@@ -65,8 +65,8 @@ use switchboard_store::webhooks::{
 };
 
 use super::throttle::Throttle;
-use super::url_safety::Policy;
 use crate::shared_redis::SharedRedis;
+use crate::url_safety::Policy;
 use switchboard_domain::webhooks::delivery;
 use switchboard_domain::webhooks::retry::{self, StatusClass};
 use switchboard_domain::webhooks::signing;

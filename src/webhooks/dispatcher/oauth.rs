@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::Dispatcher;
 use super::attempt::{AttemptResult, read_capped};
-use crate::webhooks::url_safety;
+use crate::url_safety;
 use switchboard_domain::sealed::AAD_AUTH_SECRET;
 use switchboard_store::webhooks::ClaimedEndpoint;
 
