@@ -13,6 +13,7 @@ pub mod pacing;
 pub mod sandbox;
 pub mod telegram;
 pub mod telegram_kinds;
+mod whatsapp_callbacks;
 pub mod whatsapp_cloud;
 pub mod whatsapp_kinds;
 
