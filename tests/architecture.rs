@@ -748,7 +748,6 @@ const OVERSIZED: &[(&str, usize)] = &[
         "crates/store/src/shared/idempotency.rs::claim_idempotency",
         127,
     ),
-    ("src/bin/bench/main.rs::scenarios", 124),
     (
         "crates/store/src/shared/webhooks/endpoints.rs::update_endpoint",
         136,

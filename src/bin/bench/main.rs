@@ -280,53 +280,67 @@ async fn scenarios(
     out.messages_page = (history.ok > 0).then_some(history);
 
     if endpoint.is_some() {
-        // Light load: one send at a time, 20 per second; time from the event to its arrival.
-        receiver.reset();
-        eprintln!("  event-to-delivery, light load");
-        let n = load::paced_sends(&client, &srv, &seed, 20.0, Duration::from_secs(5)).await;
-        receiver.wait_for(n, Duration::from_secs(60)).await;
-        out.delivery_latency_light = receiver.latency_summary();
-
-        // Heavy load: more endpoints, a burst of sends, and the rate at which deliveries arrive.
-        for n in 1..args.endpoints {
-            srv.create_endpoint(&client, &seed.key, &receiver.url(n), &["message.sent"])
-                .await;
-        }
-        receiver.reset();
-        eprintln!(
-            "  deliveries per second ({} sends x {} endpoints)",
-            args.backlog, args.endpoints
-        );
-        out.deliveries_per_sec = load::backlog(
-            &client,
-            &srv,
-            &seed,
-            &receiver,
-            args.backlog,
-            args.endpoints,
-            args.connections,
-        )
-        .await;
-        out.delivery_latency_heavy = receiver.latency_summary();
-        // How the dispatcher claimed during the drain (servers without the counter print
-        // nothing).
-        if let Ok(r) = client.get(srv.url("/metrics")).send().await {
-            let text = r.text().await.unwrap_or_default();
-            for line in text
-                .lines()
-                .filter(|l| l.starts_with("switchboard_webhook_claims_total"))
-            {
-                eprintln!("    {line}");
-            }
-        }
-
-        eprintln!("  plain client to the same receivers");
-        let body = receiver.sample_body().unwrap_or_else(|| b"{}".to_vec());
-        let urls: Vec<String> = (0..args.endpoints).map(|n| receiver.url(n)).collect();
-        out.plain_client_per_sec = Some(load::plain_posts(&client, args, &urls, body).await);
+        deliveries(args, &client, &srv, &seed, &receiver, &mut out).await;
     }
     out.peak_rss_mb = srv.peak_rss_mb();
     drop(srv);
     db.drop_database().await;
     Ok(out)
+}
+
+/// The delivery measurements, with one endpoint subscribed already: event-to-delivery under
+/// light load, then deliveries per second to `--endpoints` endpoints (and the latencies under
+/// that load), then the plain client to the same receivers.
+async fn deliveries(
+    args: &Args,
+    client: &reqwest::Client,
+    srv: &server::Server,
+    seed: &server::Seed,
+    receiver: &receiver::Receiver,
+    out: &mut report::BackendResults,
+) {
+    // Light load: one send at a time, 20 per second; time from the event to its arrival.
+    receiver.reset();
+    eprintln!("  event-to-delivery, light load");
+    let n = load::paced_sends(client, srv, seed, 20.0, Duration::from_secs(5)).await;
+    receiver.wait_for(n, Duration::from_secs(60)).await;
+    out.delivery_latency_light = receiver.latency_summary();
+
+    // Heavy load: more endpoints, a burst of sends, and the rate at which deliveries arrive.
+    for n in 1..args.endpoints {
+        srv.create_endpoint(client, &seed.key, &receiver.url(n), &["message.sent"])
+            .await;
+    }
+    receiver.reset();
+    eprintln!(
+        "  deliveries per second ({} sends x {} endpoints)",
+        args.backlog, args.endpoints
+    );
+    out.deliveries_per_sec = load::backlog(
+        client,
+        srv,
+        seed,
+        receiver,
+        args.backlog,
+        args.endpoints,
+        args.connections,
+    )
+    .await;
+    out.delivery_latency_heavy = receiver.latency_summary();
+    // How the dispatcher claimed during the drain (servers without the counter print
+    // nothing).
+    if let Ok(r) = client.get(srv.url("/metrics")).send().await {
+        let text = r.text().await.unwrap_or_default();
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("switchboard_webhook_claims_total"))
+        {
+            eprintln!("    {line}");
+        }
+    }
+
+    eprintln!("  plain client to the same receivers");
+    let body = receiver.sample_body().unwrap_or_else(|| b"{}".to_vec());
+    let urls: Vec<String> = (0..args.endpoints).map(|n| receiver.url(n)).collect();
+    out.plain_client_per_sec = Some(load::plain_posts(client, args, &urls, body).await);
 }
