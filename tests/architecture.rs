@@ -745,10 +745,6 @@ const OVERSIZED: &[(&str, usize)] = &[
     ("crates/domain/src/template/consent.rs::parse_consent", 146),
     ("src/cli/admin_users.rs::run", 130),
     (
-        "crates/store/src/shared/idempotency.rs::claim_idempotency",
-        127,
-    ),
-    (
         "crates/store/src/shared/webhooks/endpoints.rs::update_endpoint",
         136,
     ),

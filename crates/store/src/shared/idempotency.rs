@@ -39,6 +39,33 @@ impl RecordRow {
     }
 }
 
+/// Claims an expired record (not purged yet) in place, as if the key were new.
+async fn start_over(
+    conn: &mut super::Conn,
+    c: &IdempotencyClaim,
+    record_id: i64,
+    locked_until: Timestamp,
+    expires_at: Timestamp,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE idempotency_records
+         SET method = $1, path = $2, fingerprint = $3, state = 'in_progress', owner = $4, locked_until = $5,
+             response_status = NULL, response_body = NULL, response_format = NULL, created_at = $6, expires_at = $7
+         WHERE id = $8",
+    )
+    .bind(&c.method)
+    .bind(&c.path)
+    .bind(&c.fingerprint)
+    .bind(c.owner)
+    .bind(locked_until)
+    .bind(c.now)
+    .bind(expires_at)
+    .bind(record_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 #[async_trait]
 impl IdempotencyStore for Backend {
     async fn claim_idempotency(&self, c: IdempotencyClaim) -> StoreResult<ClaimOutcome> {
@@ -120,22 +147,7 @@ impl IdempotencyStore for Backend {
         let lease_over = row.state == "completed" || row.locked_until.is_none_or(|t| t <= c.now);
         if row.expires_at <= c.now && lease_over {
             // Expired and not purged yet: as good as absent. Start over in place.
-            sqlx::query(
-                "UPDATE idempotency_records
-                 SET method = $1, path = $2, fingerprint = $3, state = 'in_progress', owner = $4, locked_until = $5,
-                     response_status = NULL, response_body = NULL, response_format = NULL, created_at = $6, expires_at = $7
-                 WHERE id = $8",
-            )
-            .bind(&c.method)
-            .bind(&c.path)
-            .bind(&c.fingerprint)
-            .bind(c.owner)
-            .bind(locked_until)
-            .bind(c.now)
-            .bind(expires_at)
-            .bind(row.id)
-            .execute(&mut *tx)
-            .await?;
+            start_over(&mut tx, &c, row.id, locked_until, expires_at).await?;
             tx.commit(Effects::none()).await?;
             return Ok(ClaimOutcome::Claimed {
                 token,
