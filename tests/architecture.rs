@@ -743,7 +743,6 @@ const OVERSIZED: &[(&str, usize)] = &[
         140,
     ),
     ("crates/domain/src/template/consent.rs::parse_consent", 146),
-    ("src/cli/admin_users.rs::run", 130),
     (
         "crates/store/src/shared/webhooks/endpoints.rs::update_endpoint",
         136,

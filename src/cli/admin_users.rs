@@ -197,44 +197,47 @@ pub async fn run(rt: &Runtime, command: UserCommand) -> Result<Output, OpError> 
             let m = ops::users::get_user(store, org, &email).await?;
             Ok(user_output(&m, describe(&m)))
         }
-        UserCommand::List { org } => {
-            ops::orgs::require_org(store, org).await?;
-            let mut all = Vec::new();
-            let mut after = None;
-            loop {
-                let page = store
-                    .list_members(
-                        org,
-                        &MemberQuery {
-                            role: None,
-                            after,
-                            limit: 500,
-                        },
-                    )
-                    .await?;
-                let done = page.len() < 500;
-                after = page.last().map(|m| (m.created_at, m.membership_id));
-                all.extend(page);
-                if done {
-                    break;
-                }
-            }
-            Ok(Output {
-                text: all
-                    .iter()
-                    .map(|m| {
-                        format!(
-                            "{}\t{}\t{}\t{}",
-                            m.user.uuid,
-                            m.user.email,
-                            m.role,
-                            m.user.name.as_deref().unwrap_or("")
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                json: json!({ "data": all.iter().map(UserOut::from).collect::<Vec<_>>() }),
-            })
+        UserCommand::List { org } => list(store, org).await,
+    }
+}
+
+/// Every member of the organization, oldest membership first (pages of 500).
+async fn list(store: &dyn switchboard_store::Store, org: i64) -> Result<Output, OpError> {
+    ops::orgs::require_org(store, org).await?;
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .list_members(
+                org,
+                &MemberQuery {
+                    role: None,
+                    after,
+                    limit: 500,
+                },
+            )
+            .await?;
+        let done = page.len() < 500;
+        after = page.last().map(|m| (m.created_at, m.membership_id));
+        all.extend(page);
+        if done {
+            break;
         }
     }
+    Ok(Output {
+        text: all
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}\t{}\t{}\t{}",
+                    m.user.uuid,
+                    m.user.email,
+                    m.role,
+                    m.user.name.as_deref().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        json: json!({ "data": all.iter().map(UserOut::from).collect::<Vec<_>>() }),
+    })
 }
