@@ -733,7 +733,6 @@ const OVERSIZED: &[(&str, usize)] = &[
         "crates/domain/src/template/definition.rs::parse_definition",
         163,
     ),
-    ("src/bin/bench/media.rs::media", 158),
     (
         "crates/domain/src/template/parameters.rs::fit_parameters",
         155,

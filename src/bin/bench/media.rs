@@ -135,39 +135,7 @@ pub async fn media(
     let files = files(size).await?;
     let graph = graph(counters.clone()).await?;
     let db = Database::create(backend, &args.postgres_url).await?;
-    let org = db.admin(bin, &["org", "create", "--name", "Bench"]).await?;
-    let org_id = org["id"].to_string();
-    let channel = db
-        .admin(
-            bin,
-            &[
-                "channel",
-                "create",
-                "--org",
-                &org_id,
-                "--type",
-                "whatsapp_cloud",
-                "--name",
-                "WhatsApp",
-                "--slug",
-                "wa",
-                "--provider-config",
-                &json!({
-                    "phone_number_id": PHONE_NUMBER_ID,
-                    "access_token": TOKEN,
-                    "app_secret": APP_SECRET,
-                    "api_base_url": graph,
-                })
-                .to_string(),
-            ],
-        )
-        .await?;
-    let key = db
-        .admin(bin, &["key", "create", "--org", &org_id, "--scopes", "*"])
-        .await?["key"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let (channel_uuid, key) = seed(bin, &db, &graph).await?;
     let srv = Server::start_with(
         bin,
         &db,
@@ -185,35 +153,7 @@ pub async fn media(
 
     // The contact writes first: the customer-service window opens.
     let phone_digits = "4915112345678";
-    let callback = serde_json::to_vec(&json!({
-        "object": "whatsapp_business_account",
-        "entry": [{ "id": "WABA", "changes": [{ "field": "messages", "value": {
-            "messaging_product": "whatsapp",
-            "metadata": { "display_phone_number": "15550001111", "phone_number_id": PHONE_NUMBER_ID },
-            "contacts": [{ "profile": { "name": "Bench" }, "wa_id": phone_digits }],
-            "messages": [{ "from": phone_digits, "id": "wamid.IN", "type": "text",
-                "timestamp": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs().to_string(),
-                "text": { "body": "hi" } }],
-        }}]}],
-    }))?;
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(APP_SECRET.as_bytes())?;
-    mac.update(&callback);
-    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-    let r = client
-        .post(srv.url(&format!(
-            "/inbound/{}",
-            channel["uuid"].as_str().unwrap_or_default()
-        )))
-        .header("content-type", "application/json")
-        .header("x-hub-signature-256", signature)
-        .body(callback)
-        .send()
-        .await?;
-    anyhow::ensure!(
-        r.status().is_success(),
-        "the inbound callback failed: {}",
-        r.status()
-    );
+    open_window(&client, &srv, &channel_uuid, phone_digits).await?;
     let idle_rss_mb = srv.rss_mb();
 
     let send = |n: u64| {
@@ -282,4 +222,84 @@ pub async fn media(
         uploads: counters.uploads.load(Ordering::Relaxed),
         upload_mb: counters.upload_bytes.load(Ordering::Relaxed) as f64 / MIB as f64,
     })
+}
+
+/// An organization with a WhatsApp Cloud channel on the fake Graph API, and a wildcard key:
+/// the channel's uuid and the key.
+async fn seed(
+    bin: &std::path::Path,
+    db: &Database,
+    graph: &str,
+) -> anyhow::Result<(String, String)> {
+    let org = db.admin(bin, &["org", "create", "--name", "Bench"]).await?;
+    let org_id = org["id"].to_string();
+    let channel = db
+        .admin(
+            bin,
+            &[
+                "channel",
+                "create",
+                "--org",
+                &org_id,
+                "--type",
+                "whatsapp_cloud",
+                "--name",
+                "WhatsApp",
+                "--slug",
+                "wa",
+                "--provider-config",
+                &json!({
+                    "phone_number_id": PHONE_NUMBER_ID,
+                    "access_token": TOKEN,
+                    "app_secret": APP_SECRET,
+                    "api_base_url": graph,
+                })
+                .to_string(),
+            ],
+        )
+        .await?;
+    let key = db
+        .admin(bin, &["key", "create", "--org", &org_id, "--scopes", "*"])
+        .await?["key"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let uuid = channel["uuid"].as_str().unwrap_or_default().to_owned();
+    Ok((uuid, key))
+}
+
+/// A signed inbound text from the contact, which opens the customer-service window.
+async fn open_window(
+    client: &reqwest::Client,
+    srv: &Server,
+    channel_uuid: &str,
+    phone_digits: &str,
+) -> anyhow::Result<()> {
+    let callback = serde_json::to_vec(&json!({
+        "object": "whatsapp_business_account",
+        "entry": [{ "id": "WABA", "changes": [{ "field": "messages", "value": {
+            "messaging_product": "whatsapp",
+            "metadata": { "display_phone_number": "15550001111", "phone_number_id": PHONE_NUMBER_ID },
+            "contacts": [{ "profile": { "name": "Bench" }, "wa_id": phone_digits }],
+            "messages": [{ "from": phone_digits, "id": "wamid.IN", "type": "text",
+                "timestamp": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs().to_string(),
+                "text": { "body": "hi" } }],
+        }}]}],
+    }))?;
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(APP_SECRET.as_bytes())?;
+    mac.update(&callback);
+    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+    let r = client
+        .post(srv.url(&format!("/inbound/{channel_uuid}")))
+        .header("content-type", "application/json")
+        .header("x-hub-signature-256", signature)
+        .body(callback)
+        .send()
+        .await?;
+    anyhow::ensure!(
+        r.status().is_success(),
+        "the inbound callback failed: {}",
+        r.status()
+    );
+    Ok(())
 }
