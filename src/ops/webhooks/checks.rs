@@ -129,39 +129,7 @@ impl Checker {
                 );
             }
         }
-        let url = match map.get("url").and_then(serde_json::Value::as_str) {
-            None => {
-                self.errors
-                    .add("target.url", format!("is required: a {scheme}:// URL"));
-                None
-            }
-            Some(raw) => match url_safety::check_broker_url(raw, scheme, port, deps.policy) {
-                Ok(u) => {
-                    match url_safety::check_resolution(
-                        &u,
-                        deps.policy,
-                        deps.lookup,
-                        RESOLVE_TIMEOUT,
-                    )
-                    .await
-                    {
-                        Ok(()) => Some(u),
-                        Err(UrlError::Unsafe(m) | UrlError::Invalid(m)) => {
-                            self.unsafe_url = Some(m);
-                            None
-                        }
-                    }
-                }
-                Err(UrlError::Invalid(issue)) => {
-                    self.errors.add("target.url", issue);
-                    None
-                }
-                Err(UrlError::Unsafe(m)) => {
-                    self.unsafe_url = Some(m);
-                    None
-                }
-            },
-        };
+        let url = self.broker_url(map.get("url"), scheme, port, deps).await;
         let key_path = format!("target.{key_field}");
         let stream = match map.get(key_field).and_then(serde_json::Value::as_str) {
             None => {
@@ -212,6 +180,51 @@ impl Checker {
         let sealed = (!url.username().is_empty() || url.password().is_some())
             .then(|| deps.secrets.seal(url.as_str().as_bytes(), AAD_TARGET_URL));
         Some((masked, answered, sealed))
+    }
+
+    /// A broker target's `url`: its scheme and port the broker's own, its host under the URL
+    /// rules (`target.url` named when it is malformed, `unsafe_url` when its address is not
+    /// allowed).
+    async fn broker_url(
+        &mut self,
+        raw: Option<&serde_json::Value>,
+        scheme: &str,
+        port: u16,
+        deps: &Deps<'_>,
+    ) -> Option<url::Url> {
+        match raw.and_then(serde_json::Value::as_str) {
+            None => {
+                self.errors
+                    .add("target.url", format!("is required: a {scheme}:// URL"));
+                None
+            }
+            Some(raw) => match url_safety::check_broker_url(raw, scheme, port, deps.policy) {
+                Ok(u) => {
+                    match url_safety::check_resolution(
+                        &u,
+                        deps.policy,
+                        deps.lookup,
+                        RESOLVE_TIMEOUT,
+                    )
+                    .await
+                    {
+                        Ok(()) => Some(u),
+                        Err(UrlError::Unsafe(m) | UrlError::Invalid(m)) => {
+                            self.unsafe_url = Some(m);
+                            None
+                        }
+                    }
+                }
+                Err(UrlError::Invalid(issue)) => {
+                    self.errors.add("target.url", issue);
+                    None
+                }
+                Err(UrlError::Unsafe(m)) => {
+                    self.unsafe_url = Some(m);
+                    None
+                }
+            },
+        }
     }
 
     /// Checks `auth` (an https endpoint's): returns it as answered (JSON text, no secret) and
