@@ -284,35 +284,8 @@ impl EndpointStore for Backend {
         } = patch;
         let ordering = ordering.unwrap_or(old.ordering);
         let new_controls = controls.apply(&old.controls);
-        if let (Some(_), Some(until)) = (&sealed_secret, retire_secret_until) {
-            if until > now && !old.sealed_secret.is_empty() {
-                sqlx::query(
-                    "INSERT INTO webhook_endpoint_secrets (endpoint_id, signing_secret, expires_at) VALUES ($1, $2, $3)",
-                )
-                .bind(old.id)
-                .bind(&old.sealed_secret)
-                .bind(until)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
         if sealed_secret.is_some() {
-            // Secrets whose grace period is over are never used again: erase them. A rotation
-            // without grace (`0s`, the cut-over after a leak) ends every earlier secret's grace
-            // at once: only the new secret signs from now on.
-            let cut_over = retire_secret_until.is_none_or(|until| until <= now);
-            // Every retired secret ends within the longest grace period (7 days) of now.
-            let ended_by = match cut_over {
-                true => now.saturating_add(std::time::Duration::from_secs(366 * 86_400)),
-                false => now,
-            };
-            sqlx::query(
-                "DELETE FROM webhook_endpoint_secrets WHERE endpoint_id = $1 AND expires_at <= $2",
-            )
-            .bind(old.id)
-            .bind(ended_by)
-            .execute(&mut *tx)
-            .await?;
+            retire_secrets(&mut tx, &old, retire_secret_until, now).await?;
         }
         let name = name.unwrap_or_else(|| old.name.clone());
         let url = url.unwrap_or_else(|| old.url.clone());
@@ -474,4 +447,39 @@ impl EndpointStore for Backend {
         tx.commit(Effects::none()).await?;
         Ok(delivery_uuid)
     }
+}
+
+/// A new signing secret replaces the endpoint's: the old one is kept until `retire_until`
+/// (a grace period), and secrets whose grace is over are erased; a rotation without grace
+/// (`0s`, the cut-over after a leak) ends every earlier secret's grace at once.
+async fn retire_secrets(
+    conn: &mut Conn,
+    old: &EndpointRecord,
+    retire_until: Option<Timestamp>,
+    now: Timestamp,
+) -> StoreResult<()> {
+    if let Some(until) = retire_until.filter(|u| *u > now && !old.sealed_secret.is_empty()) {
+        sqlx::query(
+            "INSERT INTO webhook_endpoint_secrets (endpoint_id, signing_secret, expires_at) VALUES ($1, $2, $3)",
+        )
+        .bind(old.id)
+        .bind(&old.sealed_secret)
+        .bind(until)
+        .execute(&mut *conn)
+        .await?;
+    }
+    // Secrets whose grace period is over are never used again: erase them. Without grace,
+    // only the new secret signs from now on: every retired secret ends within the longest
+    // grace period (7 days) of now.
+    let cut_over = retire_until.is_none_or(|until| until <= now);
+    let ended_by = match cut_over {
+        true => now.saturating_add(std::time::Duration::from_secs(366 * 86_400)),
+        false => now,
+    };
+    sqlx::query("DELETE FROM webhook_endpoint_secrets WHERE endpoint_id = $1 AND expires_at <= $2")
+        .bind(old.id)
+        .bind(ended_by)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }
