@@ -734,10 +734,6 @@ const OVERSIZED: &[(&str, usize)] = &[
         "crates/domain/src/template/parameters.rs::fit_parameters",
         155,
     ),
-    (
-        "crates/store/src/shared/webhooks/recovery.rs::recover_page",
-        140,
-    ),
     ("crates/domain/src/template/consent.rs::parse_consent", 146),
 ];
 

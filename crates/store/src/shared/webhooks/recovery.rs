@@ -11,7 +11,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::super::fan_out::{NewDelivery, insert_delivery, insert_unordered_deliveries};
-use super::{Backend, Db, dialect, push_in_list, sql};
+use super::{Backend, Conn, Db, dialect, push_in_list, sql};
 use crate::StoreResult;
 use crate::recovery::*;
 use crate::webhooks::EventFilter;
@@ -314,26 +314,7 @@ impl RecoveryStore for Backend {
             return Ok(RecoveryStep::Failed(reason.to_owned()));
         }
 
-        let mut qb = QueryBuilder::<Db>::new(
-            "SELECT id, name, data, occurred_at, envelope FROM events
-             WHERE org_id = ",
-        );
-        // `NOT test` as the partial index `events_org_window` says it (a bound `false` would
-        // not let the planner use it).
-        qb.push_bind(p.org_id)
-            .push(" AND NOT test AND name <> 'integration.test' AND occurred_at >= ")
-            .push_bind(p.since)
-            .push(" AND occurred_at < ")
-            .push_bind(p.until);
-        if let (Some(at), Some(id)) = (p.cursor_at, p.cursor_id) {
-            qb.push(" AND (occurred_at, id) > (")
-                .push_bind(at)
-                .push(", ")
-                .push_bind(id)
-                .push(")");
-        }
-        qb.push(" ORDER BY occurred_at, id LIMIT ").push_bind(page);
-        let events: Vec<WindowEvent> = qb.build_query_as().fetch_all(&mut *tx).await?;
+        let events = window_page(&mut tx, &p, page).await?;
 
         let patterns = target.events.0;
         let filter = super::super::fan_out::stored_filter(target.filter.as_deref());
@@ -344,23 +325,7 @@ impl RecoveryStore for Backend {
             .filter(|e| passes(filter.as_ref(), e))
             .collect();
         let ids: Vec<i64> = matching.iter().map(|e| e.id).collect();
-        let mut have: HashSet<i64> = HashSet::new();
-        if !ids.is_empty() {
-            let mut qb = QueryBuilder::<Db>::new(
-                "SELECT event_id FROM webhook_deliveries WHERE endpoint_id = ",
-            );
-            qb.push_bind(p.endpoint_id)
-                .push(" AND status IN ")
-                .push(&*COVERING)
-                .push(" AND event_id");
-            push_in_list(&mut qb, &ids);
-            have = qb
-                .build_query_scalar::<i64>()
-                .fetch_all(&mut *tx)
-                .await?
-                .into_iter()
-                .collect();
-        }
+        let have = covered(&mut tx, p.endpoint_id, &ids).await?;
         let ordering = EndpointOrdering::parse(&target.ordering).unwrap_or_default();
         let mut queued = 0i64;
         // Unordered deliveries in one statement; ordered ones one by one (each is numbered in
@@ -536,4 +501,45 @@ fn about_this_endpoint(e: &WindowEvent, endpoint: Uuid) -> bool {
             .and_then(Value::as_str)
             .and_then(|s| Uuid::parse_str(s).ok())
             == Some(endpoint)
+}
+
+/// The next page of the recovery's window of events: the organization's (test events aside)
+/// from `since` to `until`, after the cursor, oldest first.
+async fn window_page(conn: &mut Conn, p: &Progress, page: i64) -> StoreResult<Vec<WindowEvent>> {
+    let mut qb = QueryBuilder::<Db>::new(
+        "SELECT id, name, data, occurred_at, envelope FROM events
+         WHERE org_id = ",
+    );
+    // `NOT test` as the partial index `events_org_window` says it (a bound `false` would
+    // not let the planner use it).
+    qb.push_bind(p.org_id)
+        .push(" AND NOT test AND name <> 'integration.test' AND occurred_at >= ")
+        .push_bind(p.since)
+        .push(" AND occurred_at < ")
+        .push_bind(p.until);
+    if let (Some(at), Some(id)) = (p.cursor_at, p.cursor_id) {
+        qb.push(" AND (occurred_at, id) > (")
+            .push_bind(at)
+            .push(", ")
+            .push_bind(id)
+            .push(")");
+    }
+    qb.push(" ORDER BY occurred_at, id LIMIT ").push_bind(page);
+    Ok(qb.build_query_as().fetch_all(&mut *conn).await?)
+}
+
+/// Which of `ids` already have a delivery to the endpoint that covers them (`COVERING`).
+async fn covered(conn: &mut Conn, endpoint_id: i64, ids: &[i64]) -> StoreResult<HashSet<i64>> {
+    if ids.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let mut qb =
+        QueryBuilder::<Db>::new("SELECT event_id FROM webhook_deliveries WHERE endpoint_id = ");
+    qb.push_bind(endpoint_id)
+        .push(" AND status IN ")
+        .push(&*COVERING)
+        .push(" AND event_id");
+    push_in_list(&mut qb, ids);
+    let have = qb.build_query_scalar::<i64>().fetch_all(&mut *conn).await?;
+    Ok(have.into_iter().collect())
 }
