@@ -123,12 +123,31 @@ pub fn parse_consent(
             .map(|s| s.as_str())
             .collect::<Vec<_>>(),
     );
-    let reference = match obj.get("reference") {
+    let reference = reference(&mut errors, obj.get("reference"));
+    let captured_at = captured_at(&mut errors, obj.get("captured_at"), now, rules);
+    // Each member that is `None` reported why; `confirmed` reports without a value. So the
+    // consent exists exactly when nothing was reported.
+    match (purpose, source, reference, captured_at) {
+        (Some(purpose), Some(source), Some(reference), Some(captured_at)) if errors.is_empty() => {
+            Ok(Consent {
+                purpose,
+                source,
+                reference,
+                captured_at,
+            })
+        }
+        _ => Err(errors),
+    }
+}
+
+/// `consent.reference`: where the opt-in can be found, 1 to 256 characters.
+fn reference(errors: &mut ValidationErrors, value: Option<&Value>) -> Option<String> {
+    match value {
         None | Some(Value::Null) => {
             errors.add(
-                "consent.reference",
-                "is required: where the opt-in can be found (a form submission id, an order number, a call id, ...)",
-            );
+            "consent.reference",
+            "is required: where the opt-in can be found (a form submission id, an order number, a call id, ...)",
+        );
             None
         }
         Some(Value::String(s)) => {
@@ -153,8 +172,18 @@ pub fn parse_consent(
             errors.add("consent.reference", "must be a string");
             None
         }
-    };
-    let captured_at = match obj.get("captured_at") {
+    }
+}
+
+/// `consent.captured_at`: RFC 3339, not in the future (beyond the allowed clock skew), not
+/// older than the deployment's maximum age.
+fn captured_at(
+    errors: &mut ValidationErrors,
+    value: Option<&Value>,
+    now: Timestamp,
+    rules: &ConsentRules,
+) -> Option<Timestamp> {
+    match value {
         None | Some(Value::Null) => {
             errors.add(
                 "consent.captured_at",
@@ -204,18 +233,5 @@ pub fn parse_consent(
             );
             None
         }
-    };
-    // Each member that is `None` reported why; `confirmed` reports without a value. So the
-    // consent exists exactly when nothing was reported.
-    match (purpose, source, reference, captured_at) {
-        (Some(purpose), Some(source), Some(reference), Some(captured_at)) if errors.is_empty() => {
-            Ok(Consent {
-                purpose,
-                source,
-                reference,
-                captured_at,
-            })
-        }
-        _ => Err(errors),
     }
 }

@@ -213,32 +213,7 @@ pub fn parse_definition(
                     }
                 }
             }
-            "HEADER" => {
-                let format = upper_member(c, "format").unwrap_or_else(|| "TEXT".into());
-                header = match format.as_str() {
-                    "TEXT" => match text_member(&mut errors, c, &cpath, MAX_HEADER_CHARS) {
-                        Some(text) => match count_placeholders(text, Some(1)) {
-                            Ok(n) => HeaderDef::Text { parameters: n },
-                            Err(e) => {
-                                errors.add(format!("{cpath}.text"), e);
-                                HeaderDef::None
-                            }
-                        },
-                        None => HeaderDef::None,
-                    },
-                    "IMAGE" => HeaderDef::Media("image"),
-                    "VIDEO" => HeaderDef::Media("video"),
-                    "DOCUMENT" => HeaderDef::Media("document"),
-                    "LOCATION" => HeaderDef::Media("location"),
-                    _ => {
-                        errors.add(
-                            format!("{cpath}.format"),
-                            "must be TEXT, IMAGE, VIDEO, DOCUMENT or LOCATION",
-                        );
-                        HeaderDef::None
-                    }
-                };
-            }
+            "HEADER" => header = header_def(&mut errors, c, &cpath),
             "FOOTER" => {
                 if let Some(text) = text_member(&mut errors, c, &cpath, MAX_FOOTER_CHARS) {
                     match count_placeholders(text, Some(0)) {
@@ -247,58 +222,7 @@ pub fn parse_definition(
                     }
                 }
             }
-            _ => {
-                let list = match c.get("buttons") {
-                    Some(Value::Array(b)) if !b.is_empty() && b.len() <= MAX_BUTTONS => b,
-                    _ => {
-                        errors.add(
-                            format!("{cpath}.buttons"),
-                            format!("must be an array of 1 to {MAX_BUTTONS} buttons"),
-                        );
-                        continue;
-                    }
-                };
-                for (j, b) in list.iter().enumerate() {
-                    let bpath = format!("{cpath}.buttons[{j}]");
-                    let Some(b) = b.as_object() else {
-                        errors.add(bpath, "must be an object");
-                        continue;
-                    };
-                    let Some(kind) = upper_member(b, "type").filter(|k| !k.is_empty()) else {
-                        errors.add(
-                            format!("{bpath}.type"),
-                            "is required (QUICK_REPLY, URL, PHONE_NUMBER, COPY_CODE, OTP, ...)",
-                        );
-                        continue;
-                    };
-                    let (required, allowed) = match kind.as_str() {
-                        "URL" => match b.get("url") {
-                            Some(Value::String(url)) if !url.trim().is_empty() => {
-                                match count_placeholders(url, Some(1)) {
-                                    Ok(n) => (n, n),
-                                    Err(e) => {
-                                        errors.add(format!("{bpath}.url"), e);
-                                        (0, 0)
-                                    }
-                                }
-                            }
-                            _ => {
-                                errors.add(format!("{bpath}.url"), "is required for URL buttons");
-                                (0, 0)
-                            }
-                        },
-                        "QUICK_REPLY" => (0, 1),
-                        "COPY_CODE" | "OTP" => (1, 1),
-                        "PHONE_NUMBER" | "VOICE_CALL" => (0, 0),
-                        _ => (0, 1),
-                    };
-                    buttons.push(ButtonDef {
-                        kind,
-                        required,
-                        allowed,
-                    });
-                }
-            }
+            _ => button_defs(&mut errors, c, &cpath, &mut buttons),
         }
     }
     if !seen.contains("BODY") && errors.is_empty() {
@@ -310,4 +234,91 @@ pub fn parse_definition(
         body_parameters: body.unwrap_or(0),
         buttons,
     }))
+}
+
+/// A `HEADER` component: text (at most one parameter) or media.
+fn header_def(errors: &mut ValidationErrors, c: &Map<String, Value>, cpath: &str) -> HeaderDef {
+    let format = upper_member(c, "format").unwrap_or_else(|| "TEXT".into());
+    match format.as_str() {
+        "TEXT" => match text_member(errors, c, cpath, MAX_HEADER_CHARS) {
+            Some(text) => match count_placeholders(text, Some(1)) {
+                Ok(n) => HeaderDef::Text { parameters: n },
+                Err(e) => {
+                    errors.add(format!("{cpath}.text"), e);
+                    HeaderDef::None
+                }
+            },
+            None => HeaderDef::None,
+        },
+        "IMAGE" => HeaderDef::Media("image"),
+        "VIDEO" => HeaderDef::Media("video"),
+        "DOCUMENT" => HeaderDef::Media("document"),
+        "LOCATION" => HeaderDef::Media("location"),
+        _ => {
+            errors.add(
+                format!("{cpath}.format"),
+                "must be TEXT, IMAGE, VIDEO, DOCUMENT or LOCATION",
+            );
+            HeaderDef::None
+        }
+    }
+}
+
+/// A `BUTTONS` component: 1 to 10 buttons, each with the parameters its type takes.
+fn button_defs(
+    errors: &mut ValidationErrors,
+    c: &Map<String, Value>,
+    cpath: &str,
+    buttons: &mut Vec<ButtonDef>,
+) {
+    let list = match c.get("buttons") {
+        Some(Value::Array(b)) if !b.is_empty() && b.len() <= MAX_BUTTONS => b,
+        _ => {
+            errors.add(
+                format!("{cpath}.buttons"),
+                format!("must be an array of 1 to {MAX_BUTTONS} buttons"),
+            );
+            return;
+        }
+    };
+    for (j, b) in list.iter().enumerate() {
+        let bpath = format!("{cpath}.buttons[{j}]");
+        let Some(b) = b.as_object() else {
+            errors.add(bpath, "must be an object");
+            continue;
+        };
+        let Some(kind) = upper_member(b, "type").filter(|k| !k.is_empty()) else {
+            errors.add(
+                format!("{bpath}.type"),
+                "is required (QUICK_REPLY, URL, PHONE_NUMBER, COPY_CODE, OTP, ...)",
+            );
+            continue;
+        };
+        let (required, allowed) = match kind.as_str() {
+            "URL" => match b.get("url") {
+                Some(Value::String(url)) if !url.trim().is_empty() => {
+                    match count_placeholders(url, Some(1)) {
+                        Ok(n) => (n, n),
+                        Err(e) => {
+                            errors.add(format!("{bpath}.url"), e);
+                            (0, 0)
+                        }
+                    }
+                }
+                _ => {
+                    errors.add(format!("{bpath}.url"), "is required for URL buttons");
+                    (0, 0)
+                }
+            },
+            "QUICK_REPLY" => (0, 1),
+            "COPY_CODE" | "OTP" => (1, 1),
+            "PHONE_NUMBER" | "VOICE_CALL" => (0, 0),
+            _ => (0, 1),
+        };
+        buttons.push(ButtonDef {
+            kind,
+            required,
+            allowed,
+        });
+    }
 }
