@@ -149,26 +149,7 @@ pub fn fit_parameters(def: &TemplateDefinition, components: &[Value]) -> Validat
                     );
                     continue;
                 }
-                if params.len() != def.body_parameters {
-                    errors.add(
-                        format!("{path}.parameters"),
-                        format!(
-                            "the template's body takes {} parameter(s), {} given",
-                            def.body_parameters,
-                            params.len()
-                        ),
-                    );
-                }
-                for (j, p) in params.iter().enumerate() {
-                    let ppath = format!("{path}.parameters[{j}]");
-                    if !["text", "currency", "date_time"].contains(&param_type(p).as_str()) {
-                        errors.add(
-                            format!("{ppath}.type"),
-                            "must be text, currency or date_time in a body",
-                        );
-                    }
-                    check_text_param(&mut errors, p, &ppath);
-                }
+                fit_body(&mut errors, def, &path, params);
             }
             "header" => {
                 if std::mem::replace(&mut header_seen, true) {
@@ -178,30 +159,7 @@ pub fn fit_parameters(def: &TemplateDefinition, components: &[Value]) -> Validat
                     );
                     continue;
                 }
-                let (count, wanted) = match def.header {
-                    HeaderDef::None => (0, None),
-                    HeaderDef::Text { parameters } => (parameters, Some("text")),
-                    HeaderDef::Media(kind) => (1, Some(kind)),
-                };
-                if params.len() != count {
-                    errors.add(
-                        format!("{path}.parameters"),
-                        format!(
-                            "the template's header takes {count} parameter(s), {} given",
-                            params.len()
-                        ),
-                    );
-                    continue;
-                }
-                if let (Some(wanted), Some(p)) = (wanted, params.first()) {
-                    if param_type(p) != wanted {
-                        errors.add(
-                            format!("{path}.parameters[0].type"),
-                            format!("must be {wanted}: the template's header is of that format"),
-                        );
-                    }
-                    check_text_param(&mut errors, p, &format!("{path}.parameters[0]"));
-                }
+                fit_header(&mut errors, def, &path, params);
             }
             "footer" if !params.is_empty() => {
                 errors.add(format!("{path}.parameters"), "a footer takes no parameters");
@@ -280,4 +238,62 @@ pub fn fit_parameters(def: &TemplateDefinition, components: &[Value]) -> Validat
         }
     }
     errors
+}
+
+/// A body component's parameters: as many as the template's body takes, each text, currency
+/// or date_time.
+fn fit_body(errors: &mut ValidationErrors, def: &TemplateDefinition, path: &str, params: &[Value]) {
+    if params.len() != def.body_parameters {
+        errors.add(
+            format!("{path}.parameters"),
+            format!(
+                "the template's body takes {} parameter(s), {} given",
+                def.body_parameters,
+                params.len()
+            ),
+        );
+    }
+    for (j, p) in params.iter().enumerate() {
+        let ppath = format!("{path}.parameters[{j}]");
+        if !["text", "currency", "date_time"].contains(&param_type(p).as_str()) {
+            errors.add(
+                format!("{ppath}.type"),
+                "must be text, currency or date_time in a body",
+            );
+        }
+        check_text_param(errors, p, &ppath);
+    }
+}
+
+/// A header component's parameters: as many as the template's header takes, of its format.
+fn fit_header(
+    errors: &mut ValidationErrors,
+    def: &TemplateDefinition,
+    path: &str,
+    params: &[Value],
+) {
+    let (count, wanted) = match def.header {
+        HeaderDef::None => (0, None),
+        HeaderDef::Text { parameters } => (parameters, Some("text")),
+        HeaderDef::Media(kind) => (1, Some(kind)),
+    };
+    if params.len() != count {
+        errors.add(
+            format!("{path}.parameters"),
+            format!(
+                "the template's header takes {count} parameter(s), {} given",
+                params.len()
+            ),
+        );
+        return;
+    }
+    if let (Some(wanted), Some(p)) = (wanted, params.first()) {
+        if param_type(p) != wanted {
+            errors.add(
+                format!("{path}.parameters[0].type"),
+                format!("must be {wanted}: the template's header is of that format"),
+            );
+        }
+        check_text_param(errors, p, &format!("{path}.parameters[0]"));
+    }
 }
