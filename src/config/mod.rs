@@ -159,61 +159,9 @@ impl Config {
         let database_url = DatabaseUrl::parse(&database_raw)
             .map_err(|e| src.error("database_url", &database_raw, &e))?;
 
-        let master_raw = src.get("master_key");
-        let master_key = if !master_raw.is_empty() {
-            MasterKeySource::Configured(
-                MasterKey::from_hex(&master_raw).map_err(|e| src.error_secret("master_key", &e))?,
-            )
-        } else {
-            match &database_url {
-                DatabaseUrl::Sqlite { path } => MasterKeySource::File(
-                    path.parent()
-                        .filter(|p| !p.as_os_str().is_empty())
-                        .unwrap_or_else(|| Path::new("."))
-                        .join("master.key"),
-                ),
-                DatabaseUrl::Postgres { .. } => {
-                    return Err(ConfigError(format!(
-                        "{} is required with PostgreSQL: 64 hexadecimal characters (for example the output of `openssl rand -hex 32`)",
-                        env_name("master_key")
-                    )));
-                }
-            }
-        };
-
-        let redis_raw = src.get("redis_url");
-        let redis_url = if redis_raw.is_empty() {
-            None
-        } else if redis_raw.starts_with("redis://") || redis_raw.starts_with("rediss://") {
-            url::Url::parse(&redis_raw).map_err(|e| {
-                src.error("redis_url", &redis_raw, &format!("not a valid URL: {e}"))
-            })?;
-            Some(redis_raw)
-        } else {
-            return Err(src.error(
-                "redis_url",
-                &redis_raw,
-                "expected redis://HOST:PORT or rediss://...",
-            ));
-        };
-
-        let otlp_raw = src.get("otlp_endpoint");
-        let otlp_endpoint = if otlp_raw.is_empty() {
-            None
-        } else {
-            match url::Url::parse(&otlp_raw) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
-                    Some(otlp_raw.trim_end_matches('/').to_owned())
-                }
-                _ => {
-                    return Err(src.error(
-                        "otlp_endpoint",
-                        &otlp_raw,
-                        "expected the collector's base URL, such as http://127.0.0.1:4318",
-                    ));
-                }
-            }
-        };
+        let master_key = master_key(&src, &database_url)?;
+        let redis_url = redis_url(&src)?;
+        let otlp_endpoint = otlp_endpoint(&src)?;
 
         let delays_raw = src.get("webhook_retry_delays");
         let webhook_retry_delays = parse_delays(&delays_raw)
@@ -421,6 +369,74 @@ fn mask(name: &str, value: &str) -> String {
         }
         _ => value.to_owned(),
     }
+}
+
+/// The master key: configured (64 hex characters), else with SQLite a file beside the
+/// database (created on first start); PostgreSQL requires it configured.
+fn master_key(
+    src: &Sources<'_>,
+    database_url: &DatabaseUrl,
+) -> Result<MasterKeySource, ConfigError> {
+    let master_raw = src.get("master_key");
+    Ok(if !master_raw.is_empty() {
+        MasterKeySource::Configured(
+            MasterKey::from_hex(&master_raw).map_err(|e| src.error_secret("master_key", &e))?,
+        )
+    } else {
+        match &database_url {
+            DatabaseUrl::Sqlite { path } => MasterKeySource::File(
+                path.parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or_else(|| Path::new("."))
+                    .join("master.key"),
+            ),
+            DatabaseUrl::Postgres { .. } => {
+                return Err(ConfigError(format!(
+                    "{} is required with PostgreSQL: 64 hexadecimal characters (for example the output of `openssl rand -hex 32`)",
+                    env_name("master_key")
+                )));
+            }
+        }
+    })
+}
+
+/// `SWITCHBOARD_REDIS_URL`: `redis://` or `rediss://`, or none.
+fn redis_url(src: &Sources<'_>) -> Result<Option<String>, ConfigError> {
+    let redis_raw = src.get("redis_url");
+    Ok(if redis_raw.is_empty() {
+        None
+    } else if redis_raw.starts_with("redis://") || redis_raw.starts_with("rediss://") {
+        url::Url::parse(&redis_raw)
+            .map_err(|e| src.error("redis_url", &redis_raw, &format!("not a valid URL: {e}")))?;
+        Some(redis_raw)
+    } else {
+        return Err(src.error(
+            "redis_url",
+            &redis_raw,
+            "expected redis://HOST:PORT or rediss://...",
+        ));
+    })
+}
+
+/// `SWITCHBOARD_OTLP_ENDPOINT`: the collector's http(s) base URL, or none.
+fn otlp_endpoint(src: &Sources<'_>) -> Result<Option<String>, ConfigError> {
+    let otlp_raw = src.get("otlp_endpoint");
+    Ok(if otlp_raw.is_empty() {
+        None
+    } else {
+        match url::Url::parse(&otlp_raw) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+                Some(otlp_raw.trim_end_matches('/').to_owned())
+            }
+            _ => {
+                return Err(src.error(
+                    "otlp_endpoint",
+                    &otlp_raw,
+                    "expected the collector's base URL, such as http://127.0.0.1:4318",
+                ));
+            }
+        }
+    })
 }
 
 #[cfg(test)]
