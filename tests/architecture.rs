@@ -718,7 +718,6 @@ const MAX_FN_LINES: usize = 120;
 /// Files and functions over the limits today, with their size now: none may grow, a new one
 /// fails, and one that shrinks must lower its cap here (or leave the list). Split them (issue 33).
 const OVERSIZED: &[(&str, usize)] = &[
-    ("src/http/legacy/campaigns.rs::create_campaign", 238),
     ("src/ops/sending/queued.rs::process", 212),
     ("src/ops/sending/catalog.rs::send_catalog", 202),
     // Table-like: the configuration, one setting per line, each read and checked in place.

@@ -25,8 +25,13 @@ use crate::http::messages::send_error;
 use crate::ops::campaigns;
 use crate::ops::sending::{CatalogRequest, validate_catalog_send};
 use crate::views::campaigns::{CampaignOut, RecipientOut};
+use switchboard_domain::Timestamp;
+use switchboard_domain::contact::Contact;
 use switchboard_domain::scope::Scope;
-use switchboard_domain::template::{parse_consent, parse_request_template, purpose_allows};
+use switchboard_domain::template::{
+    ConsentRules, RequestTemplate, TemplateCategory, parse_consent, parse_request_template,
+    purpose_allows,
+};
 use switchboard_domain::{FieldError, ValidationErrors};
 use switchboard_store::legacy::{
     CampaignCounts, CampaignStatus, NewCampaign, PageQuery, RecipientStatus,
@@ -89,6 +94,122 @@ pub async fn create_campaign(
 ) -> ApiResult<(StatusCode, Json<CampaignOut>)> {
     principal.require(Scope::CampaignsWrite)?;
     let LenientJsonBody(body) = body?;
+    let Shape {
+        name,
+        channel_id,
+        template,
+        per_contact,
+    } = shape(&body)?;
+    let org_id = principal.org_id;
+    let now = state.clock.now();
+
+    // The channel and the template, with the rules of every campaign send.
+    let channels = state.store.list_channels(org_id).await?;
+    let Some(channel) = channels.iter().find(|c| c.id == channel_id) else {
+        return Err(ApiError::unprocessable(
+            "invalid_channel",
+            "The channel does not exist in this organization.",
+        )
+        .with_details(json!({
+            "reason": "not_found",
+            "channel_ids": [],
+            "fields": [FieldError::new("channel_id", "names no channel of this organization")],
+        })));
+    };
+
+    // The recipients.
+    let (group_uuid, contacts) = recipients(&state, org_id, &body).await?;
+    let stray: Vec<&Uuid> = per_contact
+        .keys()
+        .filter(|u| !contacts.iter().any(|c| c.uuid == **u))
+        .collect();
+    if !stray.is_empty() {
+        return Err(ApiError::validation(ValidationErrors(
+            stray
+                .into_iter()
+                .map(|u| {
+                    FieldError::new(
+                        format!("consents.{u}"),
+                        "is not a recipient of this campaign",
+                    )
+                })
+                .collect(),
+        )));
+    }
+
+    // Consent evidence per recipient.
+    let consent_of = |uuid: &Uuid| per_contact.get(uuid).or(body.consent.as_ref());
+    let first = consent_of(&contacts[0].uuid).cloned();
+    let request = CatalogRequest {
+        template_uuid: body.template_uuid.clone(),
+        template: template.clone(),
+        consent: first,
+    };
+    let rules = state.config.consent_rules();
+    // The channel and template rules; consent is checked below, per recipient (so that its
+    // problems name the recipient's entry).
+    let category =
+        match validate_catalog_send(state.store.as_ref(), org_id, channel, &request, now, &rules)
+            .await
+        {
+            Ok(checked) => checked.template.category,
+            Err(e) if e.code() == "consent_required" => {
+                // Template checks passed (consent comes last): read its category.
+                let uuid = body
+                    .template_uuid
+                    .as_deref()
+                    .and_then(|u| Uuid::parse_str(u.trim()).ok());
+                let template = match uuid {
+                    Some(u) => state.store.find_template(org_id, u).await?,
+                    None => None,
+                };
+                match template {
+                    Some(t) => t.category,
+                    None => return Err(send_error(e)),
+                }
+            }
+            Err(e) => return Err(send_error(e)),
+        };
+    let recipients = recipient_consents(
+        &contacts,
+        &per_contact,
+        body.consent.as_ref(),
+        category,
+        now,
+        &rules,
+    )?;
+
+    let new = NewCampaign {
+        uuid: Uuid::now_v7(),
+        org_id,
+        api_key_id: principal.key_id,
+        api_key_prefix: principal.key_prefix.clone(),
+        name,
+        channel_id,
+        group_uuid,
+        request: json!({
+            "template_uuid": body.template_uuid.as_deref().map(str::trim),
+            "template": body.template.clone().unwrap_or(Value::Null),
+        }),
+        recipients,
+        now,
+    };
+    let campaign = campaigns::create_campaign(state.store.as_ref(), new).await?;
+    Ok((StatusCode::ACCEPTED, Json(CampaignOut::from(&campaign))))
+}
+
+/// A campaign body checked for shape.
+struct Shape {
+    name: String,
+    channel_id: i64,
+    template: Option<RequestTemplate>,
+    /// Consent evidence by recipient.
+    per_contact: HashMap<Uuid, Value>,
+}
+
+/// A campaign body checked for shape: its name, channel, template and per-recipient consents
+/// (keys are contact UUIDs); every problem at once, as one 422 `validation_failed`.
+fn shape(body: &CampaignRequest) -> ApiResult<Shape> {
     let mut errors = ValidationErrors::new();
     let name = match body.name.as_deref().map(str::trim) {
         Some(n) if !n.is_empty() && n.chars().count() <= 200 && !n.contains(char::is_control) => {
@@ -133,26 +254,21 @@ pub async fn create_campaign(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
-    let name = name.expect("checked");
-    let channel_id = body.channel_id.expect("checked");
-    let org_id = principal.org_id;
-    let now = state.clock.now();
+    Ok(Shape {
+        name: name.expect("checked"),
+        channel_id: body.channel_id.expect("checked"),
+        template,
+        per_contact,
+    })
+}
 
-    // The channel and the template, with the rules of every campaign send.
-    let channels = state.store.list_channels(org_id).await?;
-    let Some(channel) = channels.iter().find(|c| c.id == channel_id) else {
-        return Err(ApiError::unprocessable(
-            "invalid_channel",
-            "The channel does not exist in this organization.",
-        )
-        .with_details(json!({
-            "reason": "not_found",
-            "channel_ids": [],
-            "fields": [FieldError::new("channel_id", "names no channel of this organization")],
-        })));
-    };
-
-    // The recipients.
+/// A campaign's recipients: the group's members, or the contacts named (in the order given);
+/// 1 to `MAX_RECIPIENTS` of them.
+async fn recipients(
+    state: &AppState,
+    org_id: i64,
+    body: &CampaignRequest,
+) -> ApiResult<(Option<Uuid>, Vec<Contact>)> {
     let (group_uuid, contacts) = if let Some(raw) = &body.group_id {
         let group = match Uuid::parse_str(raw.trim()) {
             Ok(u) => state.store.find_group(org_id, u).await?,
@@ -207,65 +323,28 @@ pub async fn create_campaign(
             format!("a campaign has at most {MAX_RECIPIENTS} recipients"),
         ));
     }
-    let stray: Vec<&Uuid> = per_contact
-        .keys()
-        .filter(|u| !contacts.iter().any(|c| c.uuid == **u))
-        .collect();
-    if !stray.is_empty() {
-        return Err(ApiError::validation(ValidationErrors(
-            stray
-                .into_iter()
-                .map(|u| {
-                    FieldError::new(
-                        format!("consents.{u}"),
-                        "is not a recipient of this campaign",
-                    )
-                })
-                .collect(),
-        )));
-    }
+    Ok((group_uuid, contacts))
+}
 
-    // Consent evidence per recipient.
-    let consent_of = |uuid: &Uuid| per_contact.get(uuid).or(body.consent.as_ref());
-    let first = consent_of(&contacts[0].uuid).cloned();
-    let request = CatalogRequest {
-        template_uuid: body.template_uuid.clone(),
-        template: template.clone(),
-        consent: first,
-    };
-    let rules = state.config.consent_rules();
-    // The channel and template rules; consent is checked below, per recipient (so that its
-    // problems name the recipient's entry).
-    let category =
-        match validate_catalog_send(state.store.as_ref(), org_id, channel, &request, now, &rules)
-            .await
-        {
-            Ok(checked) => checked.template.category,
-            Err(e) if e.code() == "consent_required" => {
-                // Template checks passed (consent comes last): read its category.
-                let uuid = body
-                    .template_uuid
-                    .as_deref()
-                    .and_then(|u| Uuid::parse_str(u.trim()).ok());
-                let template = match uuid {
-                    Some(u) => state.store.find_template(org_id, u).await?,
-                    None => None,
-                };
-                match template {
-                    Some(t) => t.category,
-                    None => return Err(send_error(e)),
-                }
-            }
-            Err(e) => return Err(send_error(e)),
-        };
+/// Each recipient's consent evidence (its own in `consents`, else `consent`), checked, and
+/// its purpose allowed by the template's category: `(contact id, evidence)` per recipient, or
+/// a 422 `consent_required` naming every broken entry (at most 50).
+fn recipient_consents(
+    contacts: &[Contact],
+    per_contact: &HashMap<Uuid, Value>,
+    consent: Option<&Value>,
+    category: TemplateCategory,
+    now: Timestamp,
+    rules: &ConsentRules,
+) -> ApiResult<Vec<(i64, Value)>> {
     let mut consent_errors = ValidationErrors::new();
     let mut recipients = Vec::with_capacity(contacts.len());
-    for c in &contacts {
+    for c in contacts {
         let (field, value) = match per_contact.get(&c.uuid) {
             Some(v) => (format!("consents.{}", c.uuid), Some(v)),
-            None => ("consent".to_owned(), body.consent.as_ref()),
+            None => ("consent".to_owned(), consent),
         };
-        match parse_consent(value, now, &rules) {
+        match parse_consent(value, now, rules) {
             Ok(parsed) if purpose_allows(parsed.purpose, category) => {
                 recipients.push((c.id, value.cloned().unwrap_or(Value::Null)));
             }
@@ -301,24 +380,7 @@ pub async fn create_campaign(
         )
         .with_details(json!({ "fields": consent_errors.0, "template_category": category })));
     }
-
-    let new = NewCampaign {
-        uuid: Uuid::now_v7(),
-        org_id,
-        api_key_id: principal.key_id,
-        api_key_prefix: principal.key_prefix.clone(),
-        name,
-        channel_id,
-        group_uuid,
-        request: json!({
-            "template_uuid": body.template_uuid.as_deref().map(str::trim),
-            "template": body.template.clone().unwrap_or(Value::Null),
-        }),
-        recipients,
-        now,
-    };
-    let campaign = campaigns::create_campaign(state.store.as_ref(), new).await?;
-    Ok((StatusCode::ACCEPTED, Json(CampaignOut::from(&campaign))))
+    Ok(recipients)
 }
 
 fn contact_uuids_bounded(list: Option<&[String]>) -> ApiResult<Vec<Uuid>> {
