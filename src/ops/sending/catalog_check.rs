@@ -56,28 +56,7 @@ pub async fn validate_catalog_send(
     now: Timestamp,
     rules: &ConsentRules,
 ) -> Result<ValidatedCatalogSend, SendError> {
-    if !channel.is_active() {
-        return Err(Refusal::channel(
-            "inactive",
-            vec![channel.id],
-            "channel_id",
-            format!("Channel {} is inactive.", channel.id),
-        )
-        .into());
-    }
-    if !channel.channel_type.is_template_capable() {
-        return Err(Refusal::channel(
-            "not_template_capable",
-            vec![channel.id],
-            "channel_id",
-            format!(
-                "Channel {} is a {} channel; catalog templates, consent and conversation initiation need a whatsapp_cloud channel.",
-                channel.id, channel.channel_type
-            ),
-        )
-        .into());
-    }
-
+    check_channel(channel)?;
     let raw_uuid = request.template_uuid.as_deref().map(str::trim);
     let Some(raw_uuid) = raw_uuid else {
         return Err(Refusal::template(
@@ -115,6 +94,66 @@ pub async fn validate_catalog_send(
         .find_template(org_id, uuid)
         .await?
         .ok_or_else(not_found)?;
+    check_template(&template, channel)?;
+    let given = request.template.clone().unwrap_or_default();
+    check_given(&template, &given)?;
+
+    let consent = parse_consent(request.consent.as_ref(), now, rules)
+        .map_err(|e| Refusal::consent(e, json!({ "template_category": template.category })))?;
+    if !purpose_allows(consent.purpose, template.category) {
+        return Err(Refusal::consent(
+            FieldError::new(
+                "consent.purpose",
+                format!(
+                    "is {} but the template's category is {}: the purpose must match the category (a {} template needs {} consent)",
+                    consent.purpose, template.category, template.category, template.category
+                ),
+            )
+            .into(),
+            json!({ "template_category": template.category }),
+        )
+        .into());
+    }
+    let content = Content::Template(Template {
+        name: template.name.clone(),
+        language: template.language.clone(),
+        components: given.components,
+    });
+    Ok(ValidatedCatalogSend {
+        template,
+        consent,
+        content,
+    })
+}
+
+/// The channel of a catalog send: active and template-capable (`invalid_channel`).
+fn check_channel(channel: &Channel) -> Result<(), SendError> {
+    if !channel.is_active() {
+        return Err(Refusal::channel(
+            "inactive",
+            vec![channel.id],
+            "channel_id",
+            format!("Channel {} is inactive.", channel.id),
+        )
+        .into());
+    }
+    if !channel.channel_type.is_template_capable() {
+        return Err(Refusal::channel(
+            "not_template_capable",
+            vec![channel.id],
+            "channel_id",
+            format!(
+                "Channel {} is a {} channel; catalog templates, consent and conversation initiation need a whatsapp_cloud channel.",
+                channel.id, channel.channel_type
+            ),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The catalog template: the channel's own, active and approved (`invalid_template`).
+fn check_template(template: &TemplateRecord, channel: &Channel) -> Result<(), SendError> {
     let about = json!({ "template_uuid": template.uuid });
     if template.channel_id != channel.id {
         return Err(Refusal::template(
@@ -158,7 +197,12 @@ pub async fn validate_catalog_send(
         )
         .into());
     }
-    let given = request.template.clone().unwrap_or_default();
+    Ok(())
+}
+
+/// What the request gives of the template: its name and language agree with the catalog's
+/// (`mismatch`), its parameters fit the definition (`parameters_mismatch`).
+fn check_given(template: &TemplateRecord, given: &RequestTemplate) -> Result<(), SendError> {
     let mut mismatch = Vec::new();
     if let Some(name) = &given.name {
         if *name != template.name {
@@ -220,31 +264,5 @@ pub async fn validate_catalog_send(
             .into());
         }
     }
-
-    let consent = parse_consent(request.consent.as_ref(), now, rules)
-        .map_err(|e| Refusal::consent(e, json!({ "template_category": template.category })))?;
-    if !purpose_allows(consent.purpose, template.category) {
-        return Err(Refusal::consent(
-            FieldError::new(
-                "consent.purpose",
-                format!(
-                    "is {} but the template's category is {}: the purpose must match the category (a {} template needs {} consent)",
-                    consent.purpose, template.category, template.category, template.category
-                ),
-            )
-            .into(),
-            json!({ "template_category": template.category }),
-        )
-        .into());
-    }
-    let content = Content::Template(Template {
-        name: template.name.clone(),
-        language: template.language.clone(),
-        components: given.components,
-    });
-    Ok(ValidatedCatalogSend {
-        template,
-        consent,
-        content,
-    })
+    Ok(())
 }
