@@ -719,7 +719,6 @@ const MAX_FN_LINES: usize = 120;
 /// fails, and one that shrinks must lower its cap here (or leave the list). Split them (issue 33).
 const OVERSIZED: &[(&str, usize)] = &[
     ("src/ops/sending/queued.rs::process", 212),
-    ("src/ops/sending/catalog.rs::send_catalog", 202),
     // Table-like: the configuration, one setting per line, each read and checked in place.
     ("src/config/mod.rs::from_sources", 151),
 ];

@@ -12,17 +12,19 @@
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use crate::providers::Outgoing;
+use crate::providers::{Accepted, Outgoing, Provider, ProviderError};
 use switchboard_domain::channel::{Channel, ChannelType};
 use switchboard_domain::channel_selection::{ChannelRequest, SelectionError, select_channel};
+use switchboard_domain::contact::Contact;
 use switchboard_domain::event::{Actor, Effects, EventCategory, OrgEvent, Subject};
-use switchboard_domain::message::{InboundContext, MessageType, ReplyTo};
+use switchboard_domain::message::{Content, InboundContext, MessageType, ReplyTo};
 use switchboard_domain::phone::Phone;
 use switchboard_domain::template::{Consent, ConsentRules};
 use switchboard_domain::{FieldError, Timestamp};
+use switchboard_store::MessageStep;
 use switchboard_store::{
-    ConsentContext, ConversationPolicy, NewConsent, NewOutbound, RecordedOutbound, StoreError,
-    TemplateRecord,
+    ConsentContext, ConversationPolicy, EffectsFn, NewConsent, NewOutbound, RecordedOutbound,
+    StoreError, TemplateRecord,
 };
 
 use super::catalog_check::{CatalogRequest, ValidatedCatalogSend, validate_catalog_send};
@@ -237,25 +239,8 @@ pub async fn send_catalog(
     // or that the provider throttles, is answered 503 `provider_unavailable` (nothing is
     // recorded; the client retries with the same Idempotency-Key).
     let out = Outgoing::of(&content).replying_to(reply_to.as_ref());
-    let (outcome, steps) = match super::provider::paced_call(
-        provider.as_ref(),
-        ctx.providers.pacer(),
-        &channel,
-        &recipient,
-        &out,
-        ctx.clock,
-        super::provider::PACE_BOUND,
-        0,
-    )
-    .await
-    {
-        super::provider::Dispatch::Called(outcome, steps) => (outcome, steps),
-        super::provider::Dispatch::Deferred { reason, .. } => {
-            return Err(SendError::ProviderUnavailable(format!(
-                "the channel's send rate does not allow this send now ({reason}); retry later"
-            )));
-        }
-    };
+    let (outcome, steps) =
+        paced_or_unavailable(ctx, provider.as_ref(), &channel, &recipient, &out).await?;
     let (status, provider_message_id, error) = match classify_outcome(&outcome, &channel) {
         Ok(x) => x,
         Err(e) => {
@@ -282,9 +267,6 @@ pub async fn send_catalog(
         consent: consent.clone(),
         recorded_at: now,
     };
-    let mut stored_content = content.to_json();
-    stored_content["template_uuid"] = json!(template.uuid);
-    stored_content["category"] = json!(template.category);
     let new = NewOutbound {
         org_id: input.org_id,
         channel_id: channel.id,
@@ -294,7 +276,7 @@ pub async fn send_catalog(
         uuid: Uuid::now_v7(),
         message_type: MessageType::Template,
         status,
-        content: stored_content,
+        content: stored_content(&content, &template),
         provider_message_id,
         error,
         now,
@@ -302,9 +284,86 @@ pub async fn send_catalog(
         queue: None,
         context: reply_to.map(InboundContext::replying_to),
     };
-    let new_consent = NewConsent {
-        uuid: consent_uuid,
-        template_id: template.id,
+    let new_consent = new_consent(consent_uuid, template.id, &input, &consent);
+    let rejected = rejection.is_some();
+    let completion = completion.map(|c| c.claim(rejected, Some(extra.shown())));
+    let effects = catalog_effects(
+        input.mode,
+        rejected,
+        actor,
+        template_summary(&template),
+        consent_details(consent_uuid, &consent),
+    );
+    let recorded = ctx
+        .store
+        .record_consented_outbound(
+            new,
+            input.first_name.clone(),
+            new_consent,
+            completion,
+            effects,
+        )
+        .await
+        .map_err(|e| match e {
+            StoreError::ClaimLost => SendError::LostClaim,
+            other => SendError::Store(other),
+        })?;
+    match rejection {
+        None => Ok(CatalogSent { recorded, extra }),
+        Some(error) => Err(SendError::ProviderRejected {
+            recorded: Box::new(recorded),
+            error,
+        }),
+    }
+}
+
+/// The provider call of a catalog send, within the channel's pace: a send the pace puts beyond
+/// its bound, or that the provider throttles, is 503 `provider_unavailable` (nothing is
+/// recorded; the client retries with the same Idempotency-Key).
+async fn paced_or_unavailable(
+    ctx: &SendContext<'_>,
+    provider: &dyn Provider,
+    channel: &Channel,
+    recipient: &Contact,
+    out: &Outgoing<'_>,
+) -> Result<(Result<Accepted, ProviderError>, Vec<MessageStep>), SendError> {
+    match super::provider::paced_call(
+        provider,
+        ctx.providers.pacer(),
+        channel,
+        recipient,
+        out,
+        ctx.clock,
+        super::provider::PACE_BOUND,
+        0,
+    )
+    .await
+    {
+        super::provider::Dispatch::Called(outcome, steps) => Ok((outcome, steps)),
+        super::provider::Dispatch::Deferred { reason, .. } => Err(SendError::ProviderUnavailable(
+            format!("the channel's send rate does not allow this send now ({reason}); retry later"),
+        )),
+    }
+}
+
+/// A catalog send's content as stored: the template sent, with its catalog uuid and category.
+fn stored_content(content: &Content, template: &TemplateRecord) -> Value {
+    let mut stored = content.to_json();
+    stored["template_uuid"] = json!(template.uuid);
+    stored["category"] = json!(template.category);
+    stored
+}
+
+/// The consent evidence a catalog send stores with its message.
+fn new_consent(
+    uuid: Uuid,
+    template_id: i64,
+    input: &CatalogSendInput,
+    consent: &Consent,
+) -> NewConsent {
+    NewConsent {
+        uuid,
+        template_id,
         api_key_id: Some(input.api_key_id),
         context: match input.mode {
             CatalogMode::Initiation => ConsentContext::Initiation,
@@ -314,13 +373,20 @@ pub async fn send_catalog(
         source: consent.source,
         reference: consent.reference.clone(),
         captured_at: consent.captured_at,
-    };
-    let rejected = rejection.is_some();
-    let completion = completion.map(|c| c.claim(rejected, Some(extra.shown())));
-    let mode = input.mode;
-    let summary = template_summary(&template);
-    let consent_json = consent_details(consent_uuid, &consent);
-    let effects = Box::new(move |r: &RecordedOutbound| {
+    }
+}
+
+/// The effects of a recorded catalog send: `message.sent`, and the audit entry of its mode
+/// (`conversation.initiated` for an initiation the provider accepted,
+/// `campaign_send.validated` for a campaign recipient).
+fn catalog_effects(
+    mode: CatalogMode,
+    rejected: bool,
+    actor: Actor,
+    summary: Value,
+    consent_json: Value,
+) -> EffectsFn<'static, RecordedOutbound> {
+    Box::new(move |r: &RecordedOutbound| {
         let effects = recorded_effects(r, "message.sent");
         let m = &r.message;
         let phone = r.contact.phone.as_ref().map(|p| p.as_str().to_owned());
@@ -374,28 +440,7 @@ pub async fn send_catalog(
                 m.updated_at,
             )),
         }
-    });
-    let recorded = ctx
-        .store
-        .record_consented_outbound(
-            new,
-            input.first_name.clone(),
-            new_consent,
-            completion,
-            effects,
-        )
-        .await
-        .map_err(|e| match e {
-            StoreError::ClaimLost => SendError::LostClaim,
-            other => SendError::Store(other),
-        })?;
-    match rejection {
-        None => Ok(CatalogSent { recorded, extra }),
-        Some(error) => Err(SendError::ProviderRejected {
-            recorded: Box::new(recorded),
-            error,
-        }),
-    }
+    })
 }
 
 /// Everything checked before the provider call: the channel, template and consent, the
@@ -408,7 +453,7 @@ async fn check_catalog_send(
     (
         Channel,
         ValidatedCatalogSend,
-        Option<switchboard_domain::contact::Contact>,
+        Option<Contact>,
         Option<ReplyTo>,
     ),
     SendError,
