@@ -715,10 +715,10 @@ const MAX_FILE_LINES: usize = 650;
 /// The most lines a production function may have, signature to closing brace.
 const MAX_FN_LINES: usize = 120;
 
-/// Files and functions over the limits today, with their size now: none may grow, a new one
-/// fails, and one that shrinks must lower its cap here (or leave the list). Split them (issue 33).
+/// The files and functions allowed over the limits: generated or table-like code only, each
+/// with why, at its size now (none may grow; one that shrinks must lower its cap here). Real
+/// code over the limits is split instead (issue 33 emptied this list of it).
 const OVERSIZED: &[(&str, usize)] = &[
-    ("src/ops/sending/queued.rs::process", 212),
     // Table-like: the configuration, one setting per line, each read and checked in place.
     ("src/config/mod.rs::from_sources", 151),
 ];

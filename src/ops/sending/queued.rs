@@ -25,8 +25,9 @@ use super::{SendContext, SendError};
 use crate::crypto::SecretBox;
 use crate::ops::channels::provider_for;
 use crate::ops::message_events::sent_effects;
-use crate::providers::{Outgoing, ProviderError, ProviderHub, echoes_send_reference};
+use crate::providers::{Outgoing, Provider, ProviderError, ProviderHub, echoes_send_reference};
 use crate::trace;
+use switchboard_domain::channel::Channel;
 use switchboard_domain::clock::SharedClock;
 use switchboard_domain::message::timeline::{self, StepKind};
 use switchboard_domain::message::{Content, MessageStatus};
@@ -165,13 +166,7 @@ impl SendWorker {
         if c.was_in_flight {
             return self.settle_in_flight(&c).await;
         }
-        let ctx = SendContext {
-            store: self.store.as_ref(),
-            secrets: &self.secrets,
-            clock: self.clock.as_ref(),
-            providers: &self.providers,
-            cache: &self.cache,
-        };
+        let ctx = self.context();
         let channels = match ctx.channels(m.org_id).await {
             Ok(c) => c,
             Err(e) => {
@@ -217,52 +212,14 @@ impl SendWorker {
                 )
                 .await;
         };
-        // Media on a channel whose provider takes uploads: fetched, checked and uploaded (or a
-        // fresh upload reused) at send time (a batch item was not fetched when it was queued).
-        let content = match super::media::prepare(&ctx, provider.as_ref(), &channel, &content).await
-        {
-            Ok(super::media::Prepared::AsIs) => content,
-            Ok(super::media::Prepared::Ready(content)) => content,
-            Ok(super::media::Prepared::UploadRejected(e)) => {
-                let steps = super::media::upload_rejected_steps(&e, &channel, ctx.clock)
-                    .into_iter()
-                    .filter(|s| s.kind != StepKind::Accepted)
-                    .collect();
-                let error = e.to_json(channel.channel_type);
-                let outcome = Outcome {
-                    status: MessageStatus::Failed,
-                    provider_message_id: None,
-                    error: Some(error),
-                };
-                return self.finish(&c, outcome, steps).await;
-            }
-            Err(SendError::ProviderUnavailable(m)) if c.attempts + 1 < MAX_UNAVAILABLE_ATTEMPTS => {
-                tracing::info!(error = %m, "the provider is unavailable for a media upload; the queued message is tried again later");
-                let backoff =
-                    switchboard_domain::pacing::throttle_backoff(c.attempts, Duration::ZERO);
-                return self.defer(&c, backoff, true).await;
-            }
-            Err(SendError::Store(e)) => return Err(e),
-            Err(e) => {
-                let outcome = Outcome {
-                    status: MessageStatus::Failed,
-                    provider_message_id: None,
-                    error: Some(json!({
-                        "code": e.code(),
-                        "message": e.message(),
-                        "details": e.details(),
-                    })),
-                };
-                return self.finish(&c, outcome, Vec::new()).await;
-            }
+        let Some(content) = self
+            .sendable(&ctx, &c, provider.as_ref(), &channel, content)
+            .await?
+        else {
+            return Ok(());
         };
         // The provider call joins the trace of the request that queued the message.
-        let parent = m
-            .trace
-            .as_deref()
-            .and_then(switchboard_domain::trace::TraceContext::parse)
-            .map(|t| t.child())
-            .unwrap_or_else(switchboard_domain::trace::TraceContext::new_root);
+        let parent = parent_trace(m);
         let pacer = self.providers.pacer();
         let slot = match reserve_slot(
             provider.as_ref(),
@@ -317,22 +274,102 @@ impl SendWorker {
             ),
         )
         .await;
+        self.after_call(&c, &channel, dispatch).await
+    }
+
+    /// What a send needs, from the worker's dependencies.
+    fn context(&self) -> SendContext<'_> {
+        SendContext {
+            store: self.store.as_ref(),
+            secrets: &self.secrets,
+            clock: self.clock.as_ref(),
+            providers: &self.providers,
+            cache: &self.cache,
+        }
+    }
+
+    /// The content to send: media on a channel whose provider takes uploads is fetched,
+    /// checked and uploaded (or a fresh upload reused) at send time (a batch item was not
+    /// fetched when it was queued). `None`: the message was finished (failed) or deferred.
+    async fn sendable(
+        &self,
+        ctx: &SendContext<'_>,
+        c: &ClaimedSend,
+        provider: &dyn Provider,
+        channel: &Channel,
+        content: Content,
+    ) -> StoreResult<Option<Content>> {
+        // Media on a channel whose provider takes uploads: fetched, checked and uploaded (or a
+        // fresh upload reused) at send time (a batch item was not fetched when it was queued).
+        Ok(Some(
+            match super::media::prepare(ctx, provider, channel, &content).await {
+                Ok(super::media::Prepared::AsIs) => content,
+                Ok(super::media::Prepared::Ready(content)) => content,
+                Ok(super::media::Prepared::UploadRejected(e)) => {
+                    let steps = super::media::upload_rejected_steps(&e, channel, ctx.clock)
+                        .into_iter()
+                        .filter(|s| s.kind != StepKind::Accepted)
+                        .collect();
+                    let error = e.to_json(channel.channel_type);
+                    let outcome = Outcome {
+                        status: MessageStatus::Failed,
+                        provider_message_id: None,
+                        error: Some(error),
+                    };
+                    self.finish(c, outcome, steps).await?;
+                    return Ok(None);
+                }
+                Err(SendError::ProviderUnavailable(m))
+                    if c.attempts + 1 < MAX_UNAVAILABLE_ATTEMPTS =>
+                {
+                    tracing::info!(error = %m, "the provider is unavailable for a media upload; the queued message is tried again later");
+                    let backoff =
+                        switchboard_domain::pacing::throttle_backoff(c.attempts, Duration::ZERO);
+                    self.defer(c, backoff, true).await?;
+                    return Ok(None);
+                }
+                Err(SendError::Store(e)) => return Err(e),
+                Err(e) => {
+                    let outcome = Outcome {
+                        status: MessageStatus::Failed,
+                        provider_message_id: None,
+                        error: Some(json!({
+                            "code": e.code(),
+                            "message": e.message(),
+                            "details": e.details(),
+                        })),
+                    };
+                    self.finish(c, outcome, Vec::new()).await?;
+                    return Ok(None);
+                }
+            },
+        ))
+    }
+
+    /// What the provider's answer means for the queued message: finished (sent, or failed
+    /// with the provider's error), or deferred (throttled; unavailable, while attempts remain).
+    async fn after_call(
+        &self,
+        c: &ClaimedSend,
+        channel: &Channel,
+        dispatch: Dispatch,
+    ) -> StoreResult<()> {
         match dispatch {
             Dispatch::Deferred { not_before, .. } => {
                 let after = Duration::from_millis(
                     (not_before.millis() - self.clock.now().millis()).max(0) as u64,
                 );
-                self.defer(&c, after, true).await
+                self.defer(c, after, true).await
             }
             Dispatch::Called(outcome, steps) => {
                 let steps: Vec<MessageStep> = steps
                     .into_iter()
                     .filter(|s| s.kind != StepKind::Accepted)
                     .collect();
-                match classify_outcome(&outcome, &channel) {
+                match classify_outcome(&outcome, channel) {
                     Ok((status, provider_message_id, error)) => {
                         self.finish(
-                            &c,
+                            c,
                             Outcome {
                                 status,
                                 provider_message_id,
@@ -351,12 +388,12 @@ impl SendWorker {
                                 c.attempts,
                                 Duration::ZERO,
                             );
-                            self.defer(&c, backoff, true).await
+                            self.defer(c, backoff, true).await
                         }
                         Err(e) => {
                             let error = e.to_json(channel.channel_type);
                             self.finish(
-                                &c,
+                                c,
                                 Outcome {
                                     status: MessageStatus::Failed,
                                     provider_message_id: None,
@@ -422,6 +459,15 @@ fn failed(code: &str, message: &str) -> Outcome {
         provider_message_id: None,
         error: Some(json!({ "code": code, "message": message })),
     }
+}
+
+/// The trace the provider call of a queued message joins: the request's that queued it.
+fn parent_trace(m: &MessageRecord) -> switchboard_domain::trace::TraceContext {
+    m.trace
+        .as_deref()
+        .and_then(switchboard_domain::trace::TraceContext::parse)
+        .map(|t| t.child())
+        .unwrap_or_else(switchboard_domain::trace::TraceContext::new_root)
 }
 
 /// The provider call of a queued message: its content (as sent: media by id), the message it
