@@ -1,5 +1,5 @@
 //! Per-endpoint throttle (`max_per_second`): an endpoint's attempts are spread evenly, one per
-//! `switchboard_domain::webhooks::endpoint::throttle_interval_us` (5 % wider than the exact
+//! `switchboard_domain::webhooks::endpoint::throttle_interval_us` (10 % wider than the exact
 //! rate), so that no one-second window holds more than the rate. The state is one time per
 //! endpoint (the theoretical arrival time of its next attempt: GCRA with no burst, the rule of
 //! `switchboard_domain::pacing::pace`), shared across instances through Redis when it is
@@ -126,7 +126,7 @@ mod tests {
                 later => panic!("within the bound: {later:?}"),
             }
         }
-        // One slot every 1.05 / 4 s, the first at once.
+        // One slot every 1.1 / 4 s, the first at once.
         let step = throttle_interval_us(4);
         assert!(waits[0] <= 1_000, "{waits:?}");
         for pair in waits.windows(2) {

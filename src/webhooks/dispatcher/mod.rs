@@ -77,8 +77,8 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(10);
 /// much (time to record the outcome); otherwise it is handed back.
 pub const START_MARGIN: Duration = Duration::from_secs(5);
 /// A throttled attempt starts at most this long after its slot, else it takes a new one: the
-/// 5 % margin of the throttle's spacing (50 ms over any `max_per_second` slots) keeps room for
-/// this and for the request's way to the receiver.
+/// 10 % margin of the throttle's spacing (100 ms over any `max_per_second` slots) keeps room
+/// for this and for the request's way to the receiver.
 pub const THROTTLE_LATE: Duration = Duration::from_millis(25);
 /// How many deliveries a claim may take ahead of the free slots, per slot (globally and per
 /// endpoint): one more round of attempts.
