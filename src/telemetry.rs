@@ -232,6 +232,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Webhook deliveries claimed ahead of the free slots (to quick endpoints), started as slots free up.",
     ),
     (
+        "switchboard_webhook_deliveries_handed_total",
+        "counter",
+        "Webhook deliveries written leased to this instance's dispatcher (handed off as they were written, with no claim transaction).",
+    ),
+    (
         "switchboard_webhook_deliveries_handed_back_total",
         "counter",
         "Claimed webhook deliveries whose attempt never started, handed back as they were (at shutdown, or when their endpoint slowed down).",
@@ -298,6 +303,7 @@ fn describe_metrics() {
         "switchboard_send_group_commits_total",
         "switchboard_send_group_records_total",
         "switchboard_webhook_deliveries_claimed_ahead_total",
+        "switchboard_webhook_deliveries_handed_total",
         "switchboard_webhook_deliveries_handed_back_total",
         "switchboard_webhook_throttle_waits_total",
         "switchboard_webhook_throttle_late_total",

@@ -46,6 +46,7 @@ both_backends!(
     the_dispatcher_wakes_at_once,
     outcomes_and_the_next_claims_share_transactions,
     claims_ahead_are_handed_back_at_sigterm,
+    handed_deliveries_are_taken_over_after_kill_9,
 );
 
 /// Settings for fast tests: local receivers, short delays, a high test-event budget.
@@ -2059,7 +2060,9 @@ async fn outcomes_and_the_next_claims_share_transactions(backend: Backend) {
         .await;
     let api = Api::new(&server, &seed.key);
     let rx = Receiver::start().await;
-    rx.respond("/ep", Behaviour::Slow(Duration::from_millis(20), 200));
+    // Slow enough that the test events queue up behind the eight slots: a claim is made with
+    // outcomes only while due deliveries may be waiting (a claim before it filled its room).
+    rx.respond("/ep", Behaviour::Slow(Duration::from_millis(100), 200));
     let ep = api.create(&rx.url("/ep"), &["integration.test"]).await;
     let mut ids = Vec::new();
     let (mut with_outcomes, mut alone) = (0.0, 0.0);
@@ -2162,4 +2165,57 @@ async fn claims_ahead_are_handed_back_at_sigterm(backend: Backend) {
         received.iter().collect::<HashSet<_>>(),
         ids.iter().collect::<HashSet<_>>()
     );
+}
+
+/// Deliveries written while the writing instance has free slots are leased to it by the writing
+/// transaction (handed off: no claim transaction). When that instance is killed with their
+/// attempts in flight, another instance takes them over once their leases expire, with the
+/// interrupted attempts logged, and every one is delivered.
+async fn handed_deliveries_are_taken_over_after_kill_9(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    let settings = with(&[
+        ("SWITCHBOARD_WEBHOOK_TIMEOUT", "5s"),
+        ("SWITCHBOARD_WEBHOOK_ENDPOINT_CONCURRENCY", "4"),
+    ]);
+    let mut a = env.start(&settings).await;
+    let b = env.start(&settings).await;
+    let rx = Receiver::start().await;
+    rx.respond("/ep", Behaviour::Hang);
+    let ep = Api::new(&a, &seed.key)
+        .create(&rx.url("/ep"), &["message.sent"])
+        .await;
+    for i in 0..3 {
+        crate::recovery::send(&a, &seed.key, "+4915123450101", &format!("handed {i}")).await;
+    }
+    rx.wait_for("/ep", 3, WAIT).await;
+    let m = a
+        .call(Method::GET, "/metrics", None, None)
+        .await
+        .expect(200);
+    let handed = crate::sending::counter(&m.text, "switchboard_webhook_deliveries_handed_total");
+    assert_eq!(
+        handed, 3.0,
+        "the sends' transactions handed their deliveries to A"
+    );
+    a.kill().await;
+
+    rx.respond("/ep", Behaviour::Status(200));
+    let api = Api::new(&b, &seed.key);
+    let ledger = crate::recovery::ledger(&b, &seed.key, &ep.uuid).await;
+    assert_eq!(ledger.len(), 3);
+    for d in &ledger {
+        let id = d["delivery_id"].as_str().unwrap();
+        let d = api.wait_status(id, "delivered").await;
+        let log = d["attempt_log"].as_array().unwrap();
+        assert_eq!(log.len(), 2, "{d:#}");
+        assert_eq!(log[0]["error_code"], "attempt_interrupted", "{d:#}");
+        assert_eq!(log[1]["response_status"], 200, "{d:#}");
+    }
+    let delivered: HashSet<String> = rx
+        .requests("/ep")
+        .iter()
+        .map(ReceivedRequest::delivery)
+        .collect();
+    assert_eq!(delivered.len(), 3);
 }

@@ -31,6 +31,7 @@ mod database_url;
 mod error;
 pub mod flows;
 pub mod groups;
+pub mod handoff;
 pub mod health;
 pub mod legacy;
 pub mod media;
@@ -77,6 +78,8 @@ pub struct Hooks {
     /// Counts this process's commits that wrote outbox events (and, on PostgreSQL, other
     /// instances' that wrote deliveries): what event streams wait on.
     events: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Deliveries written leased to this process's dispatcher (see [`handoff`]).
+    handoff: handoff::Handoff,
 }
 
 impl Default for Hooks {
@@ -84,6 +87,7 @@ impl Default for Hooks {
         Hooks {
             outbox: Arc::default(),
             events: Arc::new(tokio::sync::watch::Sender::new(0)),
+            handoff: handoff::Handoff::default(),
         }
     }
 }
@@ -93,6 +97,12 @@ impl Hooks {
     /// the event streams.
     pub fn outbox_written(&self) {
         self.outbox.notify_one();
+        self.events_written();
+    }
+
+    /// Called after a transaction that wrote outbox events but no delivery for a claim (none,
+    /// or only deliveries handed to this process's dispatcher) commits: wakes the event streams.
+    pub fn events_written(&self) {
         self.events.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
@@ -230,6 +240,9 @@ pub trait SystemStore: Send + Sync {
     /// The dispatcher's wake-ups (see [`Wakeups`]): this process's commits that wrote outbox
     /// events and, on PostgreSQL, every instance's commits that wrote deliveries.
     fn wakeups(&self) -> Wakeups;
+    /// The hand-off of deliveries written leased to this process's dispatcher (see
+    /// [`handoff`]).
+    fn handoff(&self) -> handoff::Handoff;
     /// Changes whenever events may have been written (this process's commits of outbox
     /// events; on PostgreSQL also other instances' commits that wrote deliveries, while a
     /// [`Wakeups`] is alive). Event streams wait on it, and poll as well.

@@ -435,6 +435,14 @@ pub trait DeliveryStore: Send + Sync {
         outcomes: Vec<AttemptOutcome>,
         claim: &ClaimRequest,
     ) -> StoreResult<(Vec<AttemptRecorded>, Vec<ClaimedDelivery>)>;
+    /// Reads back the deliveries a committed transaction handed to this process's dispatcher
+    /// (see [`crate::handoff`]): claimed deliveries, as a claim returns them (those no longer
+    /// leased by the hand-off's token are left out).
+    async fn read_handed(
+        &self,
+        handed: &crate::handoff::Handed,
+        now: Timestamp,
+    ) -> StoreResult<Vec<ClaimedDelivery>>;
     /// Hands back claims whose attempt never started (`(delivery id, token, claimed from)`):
     /// each delivery is as it was before its claim (attempt count, schedule) and free to claim
     /// again at once; no attempt is logged. A claim that no longer holds its delivery is left

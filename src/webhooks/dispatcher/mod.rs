@@ -16,6 +16,10 @@
 //!    (`WebhookStore::hand_back`: as it was before the claim, no attempt counted). A slow or
 //!    new endpoint gets no claim ahead, so a crash never leaves more of its deliveries leased
 //!    than were in flight.
+//!    **Hand-offs** fill the same room without a claim: the dispatcher publishes its room as the
+//!    store's offer (`room.rs`), and a transaction that writes deliveries leases those the offer
+//!    takes to this instance and hands them over after its commit (`switchboard_store::handoff`).
+//!    A freed slot makes a claim only while due deliveries may be waiting (`more_due`).
 //! 2. **Send** each attempt outside any transaction: a signed POST through a client whose DNS
 //!    resolver keeps only public addresses (connecting to the checked address), with no
 //!    redirects and no proxy, within `SWITCHBOARD_WEBHOOK_TIMEOUT`.
@@ -40,13 +44,13 @@ mod brokers;
 mod client_cert;
 mod oauth;
 mod recording;
+mod room;
 mod slots;
 mod throttling;
 
 use recording::{ToRecord, outcome_label};
 use slots::{Slots, endpoint_key};
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -54,15 +58,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use uuid::Uuid;
 
 use crate::config::Config;
 use crate::crypto::{AAD_SIGNING_SECRET, SecretBox};
 use switchboard_domain::clock::SharedClock;
 use switchboard_store::SharedStore;
-use switchboard_store::webhooks::{
-    AttemptOutcome, AttemptRecord, ClaimAhead, ClaimRequest, ClaimedDelivery, Disposition,
-};
+use switchboard_store::webhooks::{AttemptOutcome, AttemptRecord, ClaimedDelivery, Disposition};
 
 use super::throttle::Throttle;
 use crate::shared_redis::SharedRedis;
@@ -139,6 +140,12 @@ pub struct Dispatcher {
     claiming: tokio::sync::Mutex<()>,
     /// Cleared (under `claiming`) when the dispatcher stops claiming at shutdown.
     claims_open: AtomicBool,
+    /// Whether due deliveries may be waiting for a claim: set by every wake-up and timer (new
+    /// deliveries, retries and expired leases come with one), kept by a claim that filled its
+    /// room or left endpoints at their limit, cleared by one that found less than it asked for.
+    /// A slot freed while it is clear makes no claim (deliveries handed off as they are written
+    /// leave claims little to find).
+    more_due: AtomicBool,
     /// Under load, claims wait until this many slots are free (an eighth of the slots, 1 to 16).
     low_water: usize,
     attempts: TaskTracker,
@@ -154,6 +161,9 @@ pub struct Dispatcher {
     roots: Vec<reqwest::Certificate>,
     /// The clients of endpoints with `auth` mtls, each presenting its certificate.
     client_certs: client_cert::Clients,
+    /// Deliveries written leased to this instance, as the store's writers commit them
+    /// (`room.rs`).
+    handoff: switchboard_store::handoff::Handoff,
 }
 
 impl Dispatcher {
@@ -172,6 +182,7 @@ impl Dispatcher {
             recorder: recorder_tx,
             outcomes: Mutex::new(Some(recorder_rx)),
             wake: store.wakeups(),
+            handoff: store.handoff(),
             store,
             secrets,
             clock,
@@ -197,6 +208,7 @@ impl Dispatcher {
             }),
             claiming: tokio::sync::Mutex::new(()),
             claims_open: AtomicBool::new(true),
+            more_due: AtomicBool::new(true),
             low_water: (config.webhook_concurrency / 8).clamp(1, 16),
             attempts: TaskTracker::new(),
             hard_stop: CancellationToken::new(),
@@ -218,6 +230,10 @@ impl Dispatcher {
             .take()
             .expect("the dispatcher runs once");
         let recording = tokio::spawn(self.clone().record_loop(outcomes));
+        let handed = self
+            .handoff
+            .receiver()
+            .map(|rx| tokio::spawn(self.clone().receive_handed(rx)));
         tracing::info!(
             concurrency = self.global.available_permits(),
             per_endpoint = self.per_endpoint,
@@ -232,12 +248,15 @@ impl Dispatcher {
             let room = self.claim_room(eager);
             let limit = room.0 + room.1;
             let mut claimed = 0;
-            if limit > 0 {
+            // A slot that frees up is worth a claim only when due deliveries may be waiting
+            // (see `more_due`); anything newly due comes with a wake-up or a timer.
+            if limit > 0 && (eager || self.more_due.load(Ordering::SeqCst)) {
                 match self.claim(room).await {
                     Ok(batch) => {
                         failures = 0;
                         claimed = batch.len();
                         self.launch(batch);
+                        self.note_claimed(limit, claimed);
                     }
                     Err(e) => {
                         drop(claiming);
@@ -252,6 +271,7 @@ impl Dispatcher {
                 }
             }
             drop(claiming);
+            self.publish_offer();
             if claimed > 0 && self.global.available_permits() > 0 {
                 eager = true;
                 continue; // more may be due (and saturated endpoints are now excluded)
@@ -267,10 +287,14 @@ impl Dispatcher {
                 _ = self.freed.notified() => false,
                 _ = tokio::time::sleep(wait) => true,
             };
+            if eager {
+                self.more_due.store(true, Ordering::SeqCst);
+            }
         }
         {
             let _claiming = self.claiming.lock().await;
             self.claims_open.store(false, Ordering::SeqCst);
+            self.handoff.offer(None);
         }
         self.hand_back_waiting().await;
         let attempts = &self.attempts;
@@ -294,6 +318,9 @@ impl Dispatcher {
         }
         // Every attempt has had its outcome recorded (or the hand-back time is over).
         recording.abort();
+        if let Some(handed) = handed {
+            handed.abort();
+        }
         tracing::info!("webhook dispatcher stopped");
     }
 
@@ -305,6 +332,20 @@ impl Dispatcher {
     /// finished attempt; a wake-up (`eager`) claims at once only when slots are free. Called
     /// with `claiming` held.
     fn claim_room(&self, eager: bool) -> (usize, usize) {
+        let (now, ahead) = self.room();
+        let room = now + ahead;
+        let idle = self.global.available_permits() == self.capacity;
+        let batch = self.low_water.max(self.capacity * AHEAD_FACTOR / 2);
+        if room > 0 && (idle || (eager && now > 0) || now >= self.low_water || room >= batch) {
+            (now, ahead)
+        } else {
+            (0, 0)
+        }
+    }
+
+    /// The room for deliveries `(to start at once, ahead)`, as [`Dispatcher::claim_room`]
+    /// describes it, whatever the size of the batch.
+    fn room(&self) -> (usize, usize) {
         let (waiting, any_quick) = {
             let slots = self.slots.lock().unwrap();
             (slots.waiting.len(), !slots.quick.is_empty())
@@ -320,14 +361,7 @@ impl Dispatcher {
         } else {
             0
         };
-        let room = now + ahead;
-        let idle = free == self.capacity;
-        let batch = self.low_water.max(self.capacity * AHEAD_FACTOR / 2);
-        if room > 0 && (idle || (eager && now > 0) || now >= self.low_water || room >= batch) {
-            (now, ahead)
-        } else {
-            (0, 0)
-        }
+        (now, ahead)
     }
 
     /// Takes claimed deliveries in: each waits for a slot (see `pump`). Called with `claiming`
@@ -358,12 +392,9 @@ impl Dispatcher {
         let mut stale = Vec::new();
         {
             let mut slots = self.slots.lock().unwrap();
-            if !slots.open || slots.waiting.is_empty() {
-                return;
-            }
             let now = self.clock.now();
             let mut i = 0;
-            while i < slots.waiting.len() {
+            while slots.open && i < slots.waiting.len() {
                 let key = endpoint_key(&slots.waiting[i]);
                 let start_by =
                     now.saturating_add(self.timeout_of(&slots.waiting[i]) + START_MARGIN);
@@ -403,6 +434,7 @@ impl Dispatcher {
             self.attempts
                 .spawn(async move { this.hand_back(stale).await });
         }
+        self.publish_offer();
     }
 
     /// At shutdown: nothing waiting starts any more, and every waiting delivery is handed back.
@@ -466,49 +498,6 @@ impl Dispatcher {
     ) -> switchboard_store::StoreResult<Vec<ClaimedDelivery>> {
         metrics::counter!("switchboard_webhook_claims_total", "with" => "alone").increment(1);
         self.store.claim_deliveries(&self.claim_request(room)).await
-    }
-
-    /// A claim of `room.0` deliveries to start at once and `room.1` ahead, within each
-    /// endpoint's room in this instance.
-    fn claim_request(&self, room: (usize, usize)) -> ClaimRequest {
-        let now = self.clock.now();
-        let in_flight = {
-            let mut slots = self.slots.lock().unwrap();
-            let mut in_flight = slots.held.clone();
-            // An endpoint whose throttle had no slot within a lease is not claimed until it has.
-            let at = Instant::now();
-            slots.throttled.retain(|_, until| *until > at);
-            for id in slots.throttled.keys() {
-                in_flight.insert(*id, usize::MAX / 2);
-            }
-            in_flight
-        };
-        let ahead = (room.1 > 0).then(|| ClaimAhead {
-            limit: room.1,
-            room: self.quick_endpoints(),
-        });
-        ClaimRequest {
-            token: Uuid::new_v4(),
-            now,
-            lease_until: now.saturating_add(self.timeout + LEASE_MARGIN),
-            timeout: self.timeout,
-            limit: room.0,
-            per_endpoint: self.per_endpoint,
-            in_flight,
-            ahead,
-        }
-    }
-
-    /// The endpoints that answered an attempt within [`QUICK`] in the last [`QUICK_WINDOW`],
-    /// each with its room ahead (forgetting the others).
-    fn quick_endpoints(&self) -> HashMap<i64, usize> {
-        let mut slots = self.slots.lock().unwrap();
-        let now = Instant::now();
-        slots
-            .quick
-            .retain(|_, at| now.duration_since(*at) < QUICK_WINDOW);
-        let room = self.per_endpoint * AHEAD_FACTOR;
-        slots.quick.keys().map(|&id| (id, room)).collect()
     }
 
     /// One attempt of one claimed delivery, then its outcome.

@@ -82,11 +82,9 @@ impl Dispatcher {
                     Err(_) => break,
                 }
             }
-            let claiming = self
-                .claiming
-                .try_lock()
-                .ok()
-                .filter(|_| self.claims_open.load(Ordering::SeqCst));
+            let claiming = self.claiming.try_lock().ok().filter(|_| {
+                self.claims_open.load(Ordering::SeqCst) && self.more_due.load(Ordering::SeqCst)
+            });
             let room = match &claiming {
                 Some(_) => self.claim_room(false),
                 None => (0, 0),
@@ -102,7 +100,9 @@ impl Dispatcher {
                 .increment(1);
             match self.store.record_and_claim(outcomes, &req).await {
                 Ok((results, claims)) => {
+                    let claimed = claims.len();
                     self.launch(claims);
+                    self.note_claimed(room.0 + room.1, claimed);
                     drop(claiming);
                     answer(batch, results);
                 }

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::webhook_sql as sql;
 use super::{Conn, Db};
 use crate::StoreResult;
+use crate::handoff::{Candidate, Handed, HandedDelivery, Handoff};
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::NewEvent;
 use switchboard_domain::webhooks::catalogue::{INTEGRATION_TEST, subscribed};
@@ -25,9 +26,11 @@ struct Target {
     events: Vec<String>,
     ordering: EndpointOrdering,
     filter: Option<Filter>,
+    /// The endpoint's own attempt time limit (a handed delivery's lease covers it).
+    timeout_ms: Option<i64>,
 }
 
-/// id, uuid, url, events, ordering, filter, destination, target.
+/// id, uuid, url, events, ordering, filter, destination, target, timeout_ms.
 type TargetRow = (
     i64,
     Uuid,
@@ -37,6 +40,7 @@ type TargetRow = (
     Option<String>,
     String,
     Option<String>,
+    Option<i64>,
 );
 
 /// An endpoint's stored filter, parsed. A filter is checked before it is stored; one that no
@@ -56,11 +60,14 @@ pub(super) fn stored_filter(text: Option<&str>) -> Option<Filter> {
 }
 
 /// The state of one `write_effects_tx` call: each organization's active endpoints are loaded
-/// once, and how many deliveries were written (to wake the dispatchers).
+/// once, how many deliveries were written for a claim (to wake the dispatchers), and those
+/// written leased to this process's dispatcher (see `crate::handoff`).
 #[derive(Default)]
 pub(crate) struct FanOut {
     targets: HashMap<i64, Vec<Target>>,
     deliveries: usize,
+    handoff: Option<Handoff>,
+    handed: Vec<Handed>,
 }
 
 impl FanOut {
@@ -68,7 +75,7 @@ impl FanOut {
         if let std::collections::hash_map::Entry::Vacant(slot) = self.targets.entry(org_id) {
             static ACTIVE_ENDPOINTS: LazyLock<String> = LazyLock::new(|| {
                 format!(
-                    "SELECT id, uuid, url, events, ordering, filter, destination, target FROM webhook_endpoints
+                    "SELECT id, uuid, url, events, ordering, filter, destination, target, timeout_ms FROM webhook_endpoints
                      WHERE org_id = $1 AND status = {} AND deleted_at IS NULL ORDER BY legacy, id",
                     *sql::ACTIVE
                 )
@@ -80,7 +87,17 @@ impl FanOut {
             slot.insert(
                 rows.into_iter()
                     .map(
-                        |(id, uuid, url, events, ordering, filter, destination, target)| Target {
+                        |(
+                            id,
+                            uuid,
+                            url,
+                            events,
+                            ordering,
+                            filter,
+                            destination,
+                            target,
+                            timeout_ms,
+                        )| Target {
                             id,
                             uuid,
                             // A broker target is the same target only with the same stream (or
@@ -92,6 +109,7 @@ impl FanOut {
                             events: events.0,
                             ordering: EndpointOrdering::parse(&ordering).unwrap_or_default(),
                             filter: stored_filter(filter.as_deref()),
+                            timeout_ms,
                         },
                     )
                     .collect(),
@@ -100,9 +118,22 @@ impl FanOut {
         Ok(&self.targets[&org_id])
     }
 
-    /// How many deliveries were written.
+    /// A fan-out that hands deliveries to this process's dispatcher when its offer has room.
+    pub(crate) fn with_handoff(handoff: Handoff) -> FanOut {
+        FanOut {
+            handoff: Some(handoff),
+            ..FanOut::default()
+        }
+    }
+
+    /// How many deliveries were written for a claim (not handed off).
     pub(crate) fn deliveries(&self) -> usize {
         self.deliveries
+    }
+
+    /// The deliveries handed off so far (to pass to the dispatcher after the commit).
+    pub(crate) fn take_handed(&mut self) -> Vec<Handed> {
+        std::mem::take(&mut self.handed)
     }
 }
 
@@ -254,7 +285,8 @@ pub(in super::super) async fn insert_unordered_deliveries(
     Ok(())
 }
 
-/// The deliveries an event fans out into, as `(endpoint id, order key)`: one per active
+/// The deliveries an event fans out into, as `(endpoint id, order key, endpoint's own time
+/// limit)`: one per active
 /// endpoint of its organization whose subscriptions and filter match, one per distinct URL (unified
 /// dispatch, specification 6.2.2): modern endpoints come before legacy records, so a URL that
 /// both hold gets the modern (signed) delivery, and several records with one URL get one
@@ -264,7 +296,7 @@ async fn targets_of(
     conn: &mut Conn,
     e: &NewEvent,
     fan: &mut FanOut,
-) -> StoreResult<Vec<(i64, Option<Uuid>)>> {
+) -> StoreResult<Vec<(i64, Option<Uuid>, Option<i64>)>> {
     if e.name == INTEGRATION_TEST || e.test {
         return Ok(Vec::new());
     }
@@ -276,7 +308,7 @@ async fn targets_of(
     } else {
         None
     };
-    let mut chosen: Vec<(i64, Option<Uuid>)> = Vec::new();
+    let mut chosen: Vec<(i64, Option<Uuid>, Option<i64>)> = Vec::new();
     let mut urls = HashSet::new();
     // The envelope as delivered, built once and only for an endpoint with a filter.
     let mut envelope: Option<Value> = None;
@@ -290,7 +322,7 @@ async fn targets_of(
             }
         }
         if urls.insert(url_key(&t.url)) {
-            chosen.push((t.id, t.ordering.order_key(&e.data)));
+            chosen.push((t.id, t.ordering.order_key(&e.data), t.timeout_ms));
         }
     }
     Ok(chosen)
@@ -331,12 +363,12 @@ pub(crate) async fn insert_events(
         let rows: Vec<(i64, Uuid)> = qb.build_query_as().fetch_all(&mut *conn).await?;
         ids.extend(rows.into_iter().map(|(id, uuid)| (uuid, id)));
     }
-    let mut unordered: Vec<NewDelivery<'_>> = Vec::new();
+    let mut unordered: Vec<(NewDelivery<'_>, Option<i64>)> = Vec::new();
     for e in events {
         let event_id = *ids
             .get(&e.uuid)
             .ok_or_else(|| crate::StoreError::Other("an inserted event was not returned".into()))?;
-        for (endpoint_id, order_key) in targets_of(conn, e, fan).await? {
+        for (endpoint_id, order_key, timeout_ms) in targets_of(conn, e, fan).await? {
             let d = NewDelivery {
                 uuid: Uuid::now_v7(),
                 org_id: e.org_id,
@@ -349,11 +381,105 @@ pub(crate) async fn insert_events(
             };
             if order_key.is_some() {
                 insert_delivery(conn, &d).await?;
+                fan.deliveries += 1;
             } else {
-                unordered.push(d);
+                unordered.push((d, timeout_ms));
             }
-            fan.deliveries += 1;
         }
     }
-    insert_unordered_deliveries(conn, &unordered).await
+    hand_off_or_insert(conn, unordered, fan).await
+}
+
+/// Inserts unordered deliveries: those the dispatcher's offer takes leased to it (handed off
+/// after the commit), the others due for a claim.
+async fn hand_off_or_insert(
+    conn: &mut Conn,
+    unordered: Vec<(NewDelivery<'_>, Option<i64>)>,
+    fan: &mut FanOut,
+) -> StoreResult<()> {
+    let taken = match (&fan.handoff, unordered.first()) {
+        (Some(handoff), Some((first, _))) => {
+            let candidates: Vec<Candidate> = unordered
+                .iter()
+                .map(|(d, timeout_ms)| Candidate {
+                    endpoint_id: d.endpoint_id,
+                    endpoint_timeout_ms: *timeout_ms,
+                })
+                .collect();
+            handoff.take(&candidates, first.now)
+        }
+        _ => None,
+    };
+    let Some((token, taken)) = taken else {
+        fan.deliveries += unordered.len();
+        let ds: Vec<NewDelivery<'_>> = unordered.into_iter().map(|(d, _)| d).collect();
+        return insert_unordered_deliveries(conn, &ds).await;
+    };
+    let mut leased = Vec::new();
+    let mut due = Vec::new();
+    for ((d, _), t) in unordered.into_iter().zip(taken) {
+        match t {
+            Some(t) => leased.push((d, t)),
+            None => due.push(d),
+        }
+    }
+    fan.deliveries += due.len();
+    insert_unordered_deliveries(conn, &due).await?;
+    let deliveries = insert_leased_deliveries(conn, &leased, token).await?;
+    fan.handed.push(Handed { token, deliveries });
+    Ok(())
+}
+
+/// Inserts unordered deliveries leased to this process (`token`), as a claim leaves them:
+/// their first attempt counted and started now. Returns them as handed.
+async fn insert_leased_deliveries(
+    conn: &mut Conn,
+    ds: &[(NewDelivery<'_>, crate::handoff::Taken)],
+    token: Uuid,
+) -> StoreResult<Vec<HandedDelivery>> {
+    let mut handed = Vec::with_capacity(ds.len());
+    for chunk in ds.chunks(500) {
+        let mut qb = sqlx::QueryBuilder::<Db>::new(
+            "INSERT INTO webhook_deliveries (uuid, org_id, event_id, endpoint_id, event_name, status, attempts,
+                                             due_at, next_attempt_at, created_at, updated_at, trigger,
+                                             lease_token, lease_until, last_attempt_at) ",
+        );
+        qb.push_values(chunk, |mut b, (d, t)| {
+            b.push_bind(d.uuid)
+                .push_bind(d.org_id)
+                .push_bind(d.event_id)
+                .push_bind(d.endpoint_id)
+                .push_bind(d.event_name)
+                .push(&*sql::INITIAL)
+                .push("1")
+                .push_bind(d.now)
+                .push("NULL")
+                .push_bind(d.now)
+                .push_bind(d.now)
+                .push_bind(d.trigger)
+                .push_bind(token)
+                .push_bind(t.lease_until)
+                .push_bind(d.now);
+        });
+        qb.push(" RETURNING id, uuid");
+        let ids: HashMap<Uuid, i64> = qb
+            .build_query_as::<(i64, Uuid)>()
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .map(|(id, uuid)| (uuid, id))
+            .collect();
+        for (d, t) in chunk {
+            let id = *ids.get(&d.uuid).ok_or_else(|| {
+                crate::StoreError::Other("an inserted delivery was not returned".into())
+            })?;
+            handed.push(HandedDelivery {
+                id,
+                ahead: t.ahead,
+                lease_until: t.lease_until,
+                written_at: d.now,
+            });
+        }
+    }
+    Ok(handed)
 }

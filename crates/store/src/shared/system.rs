@@ -153,6 +153,10 @@ impl SystemStore for Backend {
         self.start_wakeups()
     }
 
+    fn handoff(&self) -> crate::handoff::Handoff {
+        self.hooks.handoff.clone()
+    }
+
     fn event_signal(&self) -> tokio::sync::watch::Receiver<u64> {
         self.hooks.events.subscribe()
     }

@@ -32,6 +32,8 @@ pub(super) struct WriteTx<'s> {
     /// A group commit's outbox events, written together (with their deliveries) just before
     /// the commit.
     deferred: Option<Vec<switchboard_domain::event::NewEvent>>,
+    /// Deliveries written leased to this process's dispatcher, passed to it after the commit.
+    handed: Vec<crate::handoff::Handed>,
 }
 
 impl Backend {
@@ -45,6 +47,7 @@ impl Backend {
             started: std::time::SystemTime::now(),
             shared_fan: None,
             deferred: None,
+            handed: Vec::new(),
         })
     }
 
@@ -71,14 +74,20 @@ impl WriteTx<'_> {
     /// Writes effects now, inside the transaction (for changes that write several, each after
     /// its own part of the change; the last ones go to [`WriteTx::commit`]).
     pub(super) async fn write_effects(&mut self, effects: &Effects) -> StoreResult<()> {
-        let mut own = super::fan_out::FanOut::default();
+        let mut own = self.fan_out();
         let fan = self.shared_fan.as_mut().unwrap_or(&mut own);
         let written =
             super::events::write_effects_tx(&mut self.tx, effects, fan, self.deferred.as_mut())
                 .await?;
+        self.handed.extend(fan.take_handed());
         self.events |= written.events;
         self.deliveries |= written.deliveries;
         Ok(())
+    }
+
+    /// A fan-out that hands deliveries to this process's dispatcher (see `crate::handoff`).
+    fn fan_out(&self) -> super::fan_out::FanOut {
+        super::fan_out::FanOut::with_handoff(self.store.hooks.handoff.clone())
     }
 
     /// Makes this the transaction of a group commit, whose records cannot change endpoints:
@@ -87,7 +96,7 @@ impl WriteTx<'_> {
     /// multi-row statements just before the commit (nothing in the transaction reads them
     /// back before then).
     pub(super) fn group_mode(&mut self) {
-        self.shared_fan = Some(Default::default());
+        self.shared_fan = Some(self.fan_out());
         self.deferred = Some(Vec::new());
     }
 
@@ -122,18 +131,25 @@ impl WriteTx<'_> {
     async fn commit_inner(mut self, effects: Effects) -> StoreResult<()> {
         self.write_effects(&effects).await?;
         if let Some(events) = self.deferred.take() {
-            let mut own = super::fan_out::FanOut::default();
+            let mut own = self.fan_out();
             let fan = self.shared_fan.as_mut().unwrap_or(&mut own);
             self.deliveries |= super::events::write_events_tx(&mut self.tx, &events, fan).await?;
+            self.handed.extend(fan.take_handed());
         }
+        // Only deliveries for a claim wake dispatchers: handed ones are this process's already.
         if self.deliveries && !dialect::NOTIFY_DELIVERIES.is_empty() {
             sqlx::query(dialect::NOTIFY_DELIVERIES)
                 .execute(&mut *self.tx)
                 .await?;
         }
         self.tx.commit().await?;
-        if self.events || self.deliveries {
+        for handed in self.handed.drain(..) {
+            self.store.hooks.handoff.send(handed);
+        }
+        if self.deliveries {
             self.store.hooks.outbox_written();
+        } else if self.events {
+            self.store.hooks.events_written();
         }
         Ok(())
     }

@@ -25,6 +25,7 @@ conformance!(
     expired_leases_are_taken_over,
     controls_filter_the_fan_out_and_lengthen_leases,
     claims_ahead_are_handed_back_as_they_were,
+    deliveries_are_handed_off_as_they_are_written,
     concurrent_claims_never_overlap,
     outcomes_update_deliveries_and_health,
     endpoints_are_disabled_at_the_threshold,
@@ -735,6 +736,160 @@ async fn claims_ahead_are_handed_back_as_they_were(s: SharedStore) {
         assert_eq!(c.attempt, 1);
         assert!(!c.ahead);
     }
+}
+
+fn offer(limit: usize, per_endpoint: usize) -> switchboard_store::handoff::Offer {
+    switchboard_store::handoff::Offer {
+        token: Uuid::new_v4(),
+        timeout: Duration::from_secs(5),
+        lease_margin: Duration::from_secs(5),
+        limit,
+        per_endpoint,
+        in_flight: HashMap::new(),
+        ahead_limit: 0,
+        room: HashMap::new(),
+    }
+}
+
+async fn deliveries_are_handed_off_as_they_are_written(s: SharedStore) {
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    let a = create(&s, org.id, "https://a.example.com/a", &["*"]).await;
+    let mut slow = endpoint(org.id, "https://a.example.com/b", &["*"]);
+    slow.controls.timeout_ms = Some(8_000);
+    let b = s.create_endpoint(slow, no_effects()).await.unwrap();
+    let handoff = s.handoff();
+    let mut rx = handoff.receiver().expect("the receiver is taken once");
+
+    // No offer: every delivery is written due, for a claim.
+    emit(&s, org.id, "security.api_key_created", 100).await;
+    assert!(rx.try_recv().is_err());
+    assert_eq!(s.delivery_backlog(t(1000)).await.unwrap().0, 2);
+    let first = s.claim_deliveries(&claim(1000, 10, 10)).await.unwrap();
+    assert_eq!(first.len(), 2);
+    let done = first
+        .iter()
+        .map(|d| outcome(d, 1100, Disposition::Delivered, Some(200)));
+    s.record_attempts(done.collect()).await.unwrap();
+
+    // Room for one delivery per endpoint, two in all: the event's deliveries are written
+    // leased to this process and handed over after the commit, one of them with the longer
+    // lease of its endpoint's own time limit.
+    let o = offer(2, 1);
+    let token = o.token;
+    handoff.offer(Some(o));
+    emit(&s, org.id, "security.api_key_created", 2000).await;
+    let handed = rx.try_recv().expect("handed after the commit");
+    assert_eq!(handed.token, token);
+    assert_eq!(handed.deliveries.len(), 2);
+    let claimed = s.read_handed(&handed, t(2000)).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    for d in &claimed {
+        let ep = d.endpoint.as_ref().unwrap();
+        assert_eq!(d.token, token);
+        assert_eq!(d.attempt, 1);
+        assert!(!d.ahead);
+        assert_eq!(d.event.occurred_at, t(2000));
+        let lease = if ep.id == b.id {
+            2000 + 3000 + 10_000
+        } else {
+            2000 + 10_000
+        };
+        assert_eq!(d.lease_until, t(lease), "endpoint {}", ep.url);
+        let (row, attempts, _) = s.get_delivery(org.id, d.uuid).await.unwrap();
+        assert!(row.in_flight);
+        assert_eq!(row.attempts, 1);
+        assert!(attempts.is_empty());
+    }
+    // Leased: no claim takes them, and nothing is due.
+    assert_eq!(s.delivery_backlog(t(3000)).await.unwrap().0, 0);
+    assert!(
+        s.claim_deliveries(&claim(3000, 10, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // The offer is used up: the next event's deliveries are written due.
+    emit(&s, org.id, "security.api_key_created", 4000).await;
+    assert!(rx.try_recv().is_err());
+    assert_eq!(s.delivery_backlog(t(4000)).await.unwrap().0, 2);
+    let due = s.claim_deliveries(&claim(4000, 10, 10)).await.unwrap();
+    assert_eq!(due.len(), 2);
+    let done = due
+        .iter()
+        .map(|d| outcome(d, 4100, Disposition::Delivered, Some(200)));
+    s.record_attempts(done.collect()).await.unwrap();
+
+    // A handed delivery records its outcome with the hand-off's token, as a claimed one.
+    let to_a = claimed
+        .iter()
+        .find(|d| d.endpoint.as_ref().unwrap().id == a.id)
+        .unwrap();
+    assert_eq!(
+        s.record_attempt(outcome(to_a, 2100, Disposition::Delivered, Some(200)))
+            .await
+            .unwrap(),
+        AttemptRecorded::Done {
+            status: DeliveryStatus::Delivered,
+            endpoint_disabled: false
+        }
+    );
+    let (row, attempts, _) = s.get_delivery(org.id, to_a.uuid).await.unwrap();
+    assert_eq!(row.status, DeliveryStatus::Delivered);
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].number, 1);
+
+    // One whose process stopped before the attempt is taken over when its lease expires, its
+    // interrupted attempt logged (at least once, as every claim).
+    let to_b = claimed
+        .iter()
+        .find(|d| d.endpoint.as_ref().unwrap().id == b.id)
+        .unwrap();
+    assert!(
+        s.claim_deliveries(&claim(14_999, 10, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let taken = s.claim_deliveries(&claim(15_000, 10, 10)).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!((taken[0].id, taken[0].attempt), (to_b.id, 2));
+    let (_, attempts, _) = s.get_delivery(org.id, to_b.uuid).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(
+        attempts[0].error_code.as_deref(),
+        Some("attempt_interrupted")
+    );
+    assert_eq!(attempts[0].started_at, t(2000));
+
+    // Handed back (the dispatcher stopped before starting it): due again as written, with no
+    // attempt counted or logged.
+    handoff.offer(Some(offer(1, 1)));
+    emit(&s, org.id, "security.api_key_created", 20_000).await;
+    let handed = rx.try_recv().expect("handed after the commit");
+    assert_eq!(handed.deliveries.len(), 1);
+    let back: Vec<(i64, Uuid, ClaimedFrom)> = handed
+        .deliveries
+        .iter()
+        .map(|d| {
+            let from = ClaimedFrom {
+                last_attempt_at: None,
+                next_attempt_at: Some(d.written_at),
+            };
+            (d.id, handed.token, from)
+        })
+        .collect();
+    assert_eq!(s.hand_back(back, t(20_001)).await.unwrap(), 1);
+    let again = s.claim_deliveries(&claim(20_002, 10, 10)).await.unwrap();
+    assert_eq!(again.len(), 2, "both of the event's deliveries are due");
+    let back_again = again
+        .iter()
+        .find(|d| d.id == handed.deliveries[0].id)
+        .unwrap();
+    assert_eq!(back_again.attempt, 1);
+    // A token that no longer holds a delivery reads nothing back.
+    assert!(s.read_handed(&handed, t(20_003)).await.unwrap().is_empty());
+    handoff.offer(None);
 }
 
 async fn concurrent_claims_never_overlap(s: SharedStore) {

@@ -11,6 +11,7 @@ use super::super::write::WriteTx;
 use super::attempts::insert_attempt;
 use super::endpoints::endpoint_status;
 use super::{Conn, Db, dialect, push_in_list};
+use crate::handoff::{Handed, HandedDelivery};
 use crate::webhooks::*;
 use crate::{StoreError, StoreResult};
 use serde_json::Value;
@@ -213,6 +214,64 @@ pub(super) async fn claim_in(
             (c.id, (ahead, from))
         })
         .collect();
+    let rows = read_claim_rows(tx, &ids, None).await?;
+    let leases = lengthen_leases(tx, &rows, req).await?;
+    let mut retired = retired_secrets(tx, &rows, req.now).await?;
+
+    rows.into_iter()
+        .map(|r| {
+            let (ahead, from) = claimed_from
+                .remove(&r.id)
+                .ok_or_else(|| StoreError::Other("a claimed delivery was not read back".into()))?;
+            let lease_until = leases.get(&r.id).copied().unwrap_or(req.lease_until);
+            r.into_claimed(req.token, lease_until, (ahead, from), &mut retired)
+        })
+        .collect()
+}
+
+/// Reads back the deliveries a committed transaction handed to this process (see
+/// `crate::handoff`), those still leased to it.
+pub(super) async fn read_handed(
+    conn: &mut Conn,
+    handed: &Handed,
+    now: Timestamp,
+) -> StoreResult<Vec<ClaimedDelivery>> {
+    let ids: Vec<i64> = handed.deliveries.iter().map(|d| d.id).collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = read_claim_rows(conn, &ids, Some(handed.token)).await?;
+    let mut retired = retired_secrets(conn, &rows, now).await?;
+    let by_id: HashMap<i64, &HandedDelivery> =
+        handed.deliveries.iter().map(|d| (d.id, d)).collect();
+    rows.into_iter()
+        .map(|r| {
+            let d = by_id[&r.id];
+            r.into_claimed(
+                handed.token,
+                d.lease_until,
+                (d.ahead, handed_from(d)),
+                &mut retired,
+            )
+        })
+        .collect()
+}
+
+/// A handed delivery as it would be unclaimed: due when it was written, no attempt made.
+fn handed_from(d: &HandedDelivery) -> ClaimedFrom {
+    ClaimedFrom {
+        last_attempt_at: None,
+        next_attempt_at: Some(d.written_at),
+    }
+}
+
+/// The claimed deliveries `ids` with their events and endpoints, in id order (only those still
+/// leased by `token`, when given).
+async fn read_claim_rows(
+    conn: &mut Conn,
+    ids: &[i64],
+    token: Option<Uuid>,
+) -> StoreResult<Vec<ClaimRow>> {
     let mut qb = QueryBuilder::<Db>::new(
             "SELECT d.id, d.uuid, d.org_id, d.attempts, ev.uuid AS event_uuid, ev.org_id AS event_org_id,
                     ev.name AS event_name, ev.data AS event_data, ev.channel AS event_channel, ev.occurred_at,
@@ -227,21 +286,12 @@ pub(super) async fn claim_in(
              LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
              WHERE d.id",
         );
-    push_in_list(&mut qb, &ids);
+    push_in_list(&mut qb, ids);
+    if let Some(token) = token {
+        qb.push(" AND d.lease_token = ").push_bind(token);
+    }
     qb.push(" ORDER BY d.id");
-    let rows: Vec<ClaimRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
-    let leases = lengthen_leases(tx, &rows, req).await?;
-    let mut retired = retired_secrets(tx, &rows, req.now).await?;
-
-    rows.into_iter()
-        .map(|r| {
-            let (ahead, from) = claimed_from
-                .remove(&r.id)
-                .ok_or_else(|| StoreError::Other("a claimed delivery was not read back".into()))?;
-            let lease_until = leases.get(&r.id).copied().unwrap_or(req.lease_until);
-            r.into_claimed(req.token, lease_until, (ahead, from), &mut retired)
-        })
-        .collect()
+    Ok(qb.build_query_as().fetch_all(&mut *conn).await?)
 }
 
 /// Records the interrupted attempt of each chosen delivery whose earlier claim's lease expired

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::super::write::WriteTx;
 use super::attempts::{insert_attempt, signed_with_text};
-use super::claims::claim_in;
+use super::claims::{claim_in, read_handed};
 use super::endpoints::{endpoint_status, hold_deliveries};
 use super::{Backend, Conn, Db, dialect, push_in_list, sql};
 use crate::webhooks::*;
@@ -420,6 +420,15 @@ impl DeliveryStore for Backend {
         let claimed = claim_in(&mut tx, claim).await?;
         tx.commit(Effects::none()).await?;
         Ok((results, claimed))
+    }
+
+    async fn read_handed(
+        &self,
+        handed: &crate::handoff::Handed,
+        now: Timestamp,
+    ) -> StoreResult<Vec<ClaimedDelivery>> {
+        let mut conn = self.reader().acquire().await?;
+        read_handed(&mut conn, handed, now).await
     }
 
     async fn hand_back(
