@@ -146,6 +146,9 @@ pub struct Dispatcher {
     /// A slot freed while it is clear makes no claim (deliveries handed off as they are written
     /// leave claims little to find).
     more_due: AtomicBool,
+    /// When the next unclaimed delivery is due, as last read (`None`: read it again). Wake-ups,
+    /// claims and outcomes other than a delivery forget it; a freed slot alone does not.
+    next_due: Mutex<Option<Option<switchboard_domain::Timestamp>>>,
     /// Under load, claims wait until this many slots are free (an eighth of the slots, 1 to 16).
     low_water: usize,
     attempts: TaskTracker,
@@ -209,6 +212,7 @@ impl Dispatcher {
             claiming: tokio::sync::Mutex::new(()),
             claims_open: AtomicBool::new(true),
             more_due: AtomicBool::new(true),
+            next_due: Mutex::new(None),
             low_water: (config.webhook_concurrency / 8).clamp(1, 16),
             attempts: TaskTracker::new(),
             hard_stop: CancellationToken::new(),
@@ -250,7 +254,8 @@ impl Dispatcher {
             let mut claimed = 0;
             // A slot that frees up is worth a claim only when due deliveries may be waiting
             // (see `more_due`); anything newly due comes with a wake-up or a timer.
-            if limit > 0 && (eager || self.more_due.load(Ordering::SeqCst)) {
+            let asked = limit > 0 && (eager || self.more_due.load(Ordering::SeqCst));
+            if asked {
                 match self.claim(room).await {
                     Ok(batch) => {
                         failures = 0;
@@ -279,7 +284,7 @@ impl Dispatcher {
             let wait = if limit == 0 || claimed > 0 {
                 self.poll_interval
             } else {
-                self.until_next_due().await
+                self.until_next_due(!asked).await
             };
             eager = tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -289,6 +294,9 @@ impl Dispatcher {
             };
             if eager {
                 self.more_due.store(true, Ordering::SeqCst);
+            }
+            if eager {
+                self.forget_next_due();
             }
         }
         {
@@ -476,11 +484,27 @@ impl Dispatcher {
         }
     }
 
-    async fn until_next_due(&self) -> Duration {
-        match self.store.next_delivery_due().await {
+    pub(super) fn forget_next_due(&self) {
+        *self.next_due.lock().unwrap() = None;
+    }
+
+    /// How long to wait for the next due delivery (at most the poll interval). One already due
+    /// after a skipped claim (`skipped`: a retry fell due meanwhile) is claimed at once.
+    async fn until_next_due(&self, skipped: bool) -> Duration {
+        let known = *self.next_due.lock().unwrap();
+        let next = match known {
+            Some(next) => Ok(next),
+            None => self.store.next_delivery_due().await.inspect(|next| {
+                *self.next_due.lock().unwrap() = Some(*next);
+            }),
+        };
+        match next {
             Ok(Some(t)) => {
                 let now = self.clock.now();
-                if t <= now {
+                if t <= now && skipped {
+                    self.more_due.store(true, Ordering::SeqCst);
+                    Duration::ZERO
+                } else if t <= now {
                     // Due but not claimable now (their endpoints are at their limit): an
                     // attempt finishing wakes the loop.
                     self.poll_interval
@@ -606,6 +630,10 @@ impl Dispatcher {
             disable_after: self.disable_after,
         };
         self.record(outcome, &d).await;
+        if disposition != Disposition::Delivered {
+            // A retry (or a hand-back) may now be the next due.
+            self.forget_next_due();
+        }
     }
 }
 

@@ -93,6 +93,9 @@ impl Dispatcher {
             !slots.throttled.is_empty() || slots.held.values().any(|n| *n >= self.per_endpoint)
         };
         self.more_due.store(more, Ordering::SeqCst);
+        if claimed > 0 {
+            self.forget_next_due();
+        }
     }
 
     /// Takes in handed deliveries until the dispatcher stops: each batch is read back and
