@@ -137,6 +137,40 @@ struct AttemptStepRow {
     event_uuid: Uuid,
 }
 
+/// The first attempts kept in the delivery rows of the message's events (see
+/// `super::first_attempt`), as the attempt log's steps.
+async fn first_attempts_of(store: &Backend, message_id: i64) -> StoreResult<Vec<AttemptStepRow>> {
+    let rows: Vec<(String, Uuid, Option<Uuid>, String, Uuid)> = sqlx::query_as(
+        "SELECT d.first_attempt, d.uuid, ep.uuid, ev.name, ev.uuid
+         FROM events ev
+         JOIN webhook_deliveries d ON d.event_id = ev.id
+         LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
+         WHERE ev.message_id = $1 AND d.first_attempt IS NOT NULL",
+    )
+    .bind(message_id)
+    .fetch_all(store.reader())
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(
+            |(text, delivery_uuid, endpoint_uuid, event_name, event_uuid)| {
+                let a = super::first_attempt::parse(&text)?;
+                Some(AttemptStepRow {
+                    started_at: a.started_at,
+                    number: a.number,
+                    duration_ms: a.duration_ms,
+                    response_status: a.response_status,
+                    error_code: a.error_code,
+                    delivery_uuid,
+                    endpoint_uuid,
+                    event_name,
+                    event_uuid,
+                })
+            },
+        )
+        .collect())
+}
+
 pub(super) async fn fetch_message(conn: &mut Conn, id: i64) -> StoreResult<MessageRecord> {
     let row: MessageRow = sqlx::query_as(select_messages!("WHERE m.id = $1"))
         .bind(id)
@@ -507,7 +541,11 @@ impl MessageStore for Backend {
         .bind(message_id)
         .fetch_all(self.reader())
         .await?;
-        steps.extend(attempts.into_iter().map(|a| MessageStep {
+        let attempts = first_attempts_of(self, message_id)
+            .await?
+            .into_iter()
+            .chain(attempts);
+        steps.extend(attempts.map(|a| MessageStep {
             at: a.started_at,
             kind: StepKind::WebhookAttempt,
             detail: serde_json::json!({

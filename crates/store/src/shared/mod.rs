@@ -14,6 +14,7 @@ mod contacts;
 mod conversations;
 mod events;
 mod fan_out;
+mod first_attempt;
 mod flows;
 mod group_commit;
 mod groups;

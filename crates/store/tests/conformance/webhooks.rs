@@ -26,6 +26,7 @@ conformance!(
     controls_filter_the_fan_out_and_lengthen_leases,
     claims_ahead_are_handed_back_as_they_were,
     deliveries_are_handed_off_as_they_are_written,
+    first_attempts_are_kept_in_the_delivery_row,
     concurrent_claims_never_overlap,
     outcomes_update_deliveries_and_health,
     endpoints_are_disabled_at_the_threshold,
@@ -890,6 +891,91 @@ async fn deliveries_are_handed_off_as_they_are_written(s: SharedStore) {
     // A token that no longer holds a delivery reads nothing back.
     assert!(s.read_handed(&handed, t(20_003)).await.unwrap().is_empty());
     handoff.offer(None);
+}
+
+/// Rows of the attempt log of a delivery (counted by a no-op update).
+async fn logged_attempts(ts: &TestStore, delivery_id: i64) -> u64 {
+    ts.raw_execute(&format!(
+        "UPDATE webhook_attempts SET number = number WHERE delivery_id = {delivery_id}"
+    ))
+    .await
+    .unwrap()
+}
+
+async fn first_attempts_are_kept_in_the_delivery_row(ts: &TestStore) {
+    let s = ts.store.clone();
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    create(&s, org.id, "https://a.example.com/a", &["*"]).await;
+    emit(&s, org.id, "security.api_key_created", 100).await;
+    emit(&s, org.id, "security.api_key_created", 200).await;
+    let claimed = s.claim_deliveries(&claim(1000, 10, 10)).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    let (first, retried) = (&claimed[0], &claimed[1]);
+    // A plain success of a first attempt writes the delivery row alone.
+    let results = s
+        .record_attempts(vec![
+            outcome(first, 1100, Disposition::Delivered, Some(200)),
+            outcome(retried, 1100, Disposition::RetryAt(t(1500)), Some(503)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(logged_attempts(ts, first.id).await, 0);
+    let (d, attempts, _) = s.get_delivery(org.id, first.uuid).await.unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(attempts.len(), 1);
+    let a = &attempts[0];
+    let want = attempt(1, 1100, Some(200), None);
+    assert_eq!(a.number, 1);
+    assert_eq!(a.url, want.url);
+    assert_eq!(a.started_at, want.started_at);
+    assert_eq!(a.duration_ms, want.duration_ms);
+    assert_eq!(a.response_status, Some(200));
+    assert_eq!(a.error_code, None);
+    assert_eq!(a.response_body_excerpt, want.response_body_excerpt);
+    assert_eq!(a.signed_with, want.signed_with);
+    // A retry's attempts, the failure and the later success, are rows of the log.
+    let again = s.claim_deliveries(&claim(1500, 10, 10)).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].attempt, 2);
+    s.record_attempts(vec![outcome(
+        &again[0],
+        1600,
+        Disposition::Delivered,
+        Some(200),
+    )])
+    .await
+    .unwrap();
+    assert_eq!(logged_attempts(ts, retried.id).await, 2);
+    let (d, attempts, _) = s.get_delivery(org.id, retried.uuid).await.unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    let numbers: Vec<(i64, Option<i64>)> = attempts
+        .iter()
+        .map(|a| (a.number, a.response_status))
+        .collect();
+    assert_eq!(numbers, [(1, Some(503)), (2, Some(200))]);
+    // A manual retry of the delivered one: its second attempt goes to the log, the first stays.
+    s.retry_delivery(org.id, first.uuid, t(2000))
+        .await
+        .unwrap()
+        .unwrap();
+    let redo = s.claim_deliveries(&claim(2000, 10, 10)).await.unwrap();
+    assert_eq!(redo.len(), 1);
+    s.record_attempts(vec![outcome(
+        &redo[0],
+        2100,
+        Disposition::Delivered,
+        Some(201),
+    )])
+    .await
+    .unwrap();
+    let (_, attempts, _) = s.get_delivery(org.id, first.uuid).await.unwrap();
+    let numbers: Vec<(i64, Option<i64>)> = attempts
+        .iter()
+        .map(|a| (a.number, a.response_status))
+        .collect();
+    assert_eq!(numbers, [(1, Some(200)), (2, Some(201))]);
+    assert_eq!(logged_attempts(ts, first.id).await, 1);
 }
 
 async fn concurrent_claims_never_overlap(s: SharedStore) {

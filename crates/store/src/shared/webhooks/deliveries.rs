@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use sqlx::QueryBuilder;
 use uuid::Uuid;
 
+use super::super::first_attempt;
 use super::super::write::WriteTx;
 use super::attempts::{insert_attempt, signed_with_text};
 use super::claims::{claim_in, read_handed};
@@ -117,7 +118,8 @@ async fn split_plain_successes(
 const SUCCESS_CHUNK: usize = 64;
 
 /// Records plain successes (`which`, indexes into `outcomes`) with one `UPDATE ... FROM
-/// (VALUES ...)` and one multi-row attempt insert per chunk, each delivery only while its
+/// (VALUES ...)` per chunk, which keeps a first attempt in its delivery row
+/// (`super::super::first_attempt`), and one multi-row attempt insert for the later attempts, each delivery only while its
 /// claim still holds it: each takes the transition `delivery::plain_success` (what
 /// `after_attempt` decides for it), delivered at its own time. Returns the indexes recorded.
 async fn record_successes(
@@ -140,13 +142,22 @@ async fn record_successes(
             .push_bind(t.error_code)
             .push(", error_message = ")
             .push_bind(t.error_message)
-            .push(", delivered_at = v.column4, updated_at = v.column4 FROM (");
-        qb.push_values(chunk, |mut row, &i| {
+            .push(
+                ", delivered_at = v.column4, updated_at = v.column4,
+                 first_attempt = COALESCE(v.column5, webhook_deliveries.first_attempt) FROM (",
+            );
+        // A first attempt is kept in the delivery row (`first_attempt`), a later one in the log.
+        let first: Vec<Option<String>> = chunk
+            .iter()
+            .map(|&i| first_attempt::text(&outcomes[i].attempt))
+            .collect();
+        qb.push_values(chunk.iter().zip(&first), |mut row, (&i, first)| {
             let o = &outcomes[i];
             row.push_bind(o.delivery_id)
                 .push_bind(o.token)
                 .push_bind(o.attempt.response_status)
-                .push_bind(o.now);
+                .push_bind(o.now)
+                .push_bind(first.as_deref());
         });
         qb.push(
             ") AS v WHERE webhook_deliveries.id = v.column1 AND webhook_deliveries.lease_token = v.column2
@@ -171,14 +182,21 @@ async fn record_successes(
             .copied()
             .filter(|&i| done.contains(&outcomes[i].delivery_id))
             .collect();
-        if kept.is_empty() {
+        let logged: Vec<usize> = chunk
+            .iter()
+            .zip(&first)
+            .filter(|&(i, first)| first.is_none() && done.contains(&outcomes[*i].delivery_id))
+            .map(|(&i, _)| i)
+            .collect();
+        recorded.extend(&kept);
+        if logged.is_empty() {
             continue;
         }
         let mut qb = QueryBuilder::<Db>::new(
             "INSERT INTO webhook_attempts (delivery_id, number, url, started_at, duration_ms, response_status,
                                            error_code, error_message, response_body_excerpt, signed_with) ",
         );
-        qb.push_values(&kept, |mut row, &i| {
+        qb.push_values(&logged, |mut row, &i| {
             let (id, a) = (outcomes[i].delivery_id, &outcomes[i].attempt);
             row.push_bind(id)
                 .push_bind(a.number)
@@ -192,7 +210,6 @@ async fn record_successes(
                 .push_bind(signed_with_text(a));
         });
         qb.build().execute(&mut *conn).await?;
-        recorded.extend(kept);
     }
     Ok(recorded)
 }

@@ -9,6 +9,7 @@ use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
+use super::super::first_attempt;
 use super::{Backend, Conn, Db, sql};
 use crate::webhooks::*;
 use crate::{StoreError, StoreResult};
@@ -193,9 +194,16 @@ impl LedgerStore for Backend {
                     .is_ok_and(|v| v["metadata"]["test"] == Value::Bool(true)),
             trace: None,
         };
-        let attempts = attempts
+        // A first attempt that succeeded at once is kept in the delivery row.
+        let first: Option<String> =
+            sqlx::query_scalar("SELECT first_attempt FROM webhook_deliveries WHERE id = $1")
+                .bind(d.id)
+                .fetch_one(&mut *conn)
+                .await?;
+        let first = first.as_deref().and_then(first_attempt::parse);
+        let attempts = first
             .into_iter()
-            .map(|a| AttemptRecord {
+            .chain(attempts.into_iter().map(|a| AttemptRecord {
                 number: a.number,
                 url: a.url,
                 started_at: a.started_at,
@@ -205,7 +213,7 @@ impl LedgerStore for Backend {
                 error_message: a.error_message,
                 response_body_excerpt: a.response_body_excerpt,
                 signed_with: a.signed_with.and_then(|t| serde_json::from_str(&t).ok()),
-            })
+            }))
             .collect();
         Ok((d, attempts, event))
     }
