@@ -52,6 +52,7 @@ pub struct Offer {
 #[derive(Clone, Debug)]
 pub struct HandedDelivery {
     pub id: i64,
+    pub endpoint_id: i64,
     /// Taken ahead of the free slots.
     pub ahead: bool,
     pub lease_until: Timestamp,
@@ -89,9 +90,25 @@ pub struct Handoff {
 
 #[derive(Debug)]
 struct Inner {
-    offer: Mutex<Option<Offer>>,
+    state: Mutex<State>,
     sender: mpsc::UnboundedSender<Handed>,
     receiver: Mutex<Option<mpsc::UnboundedReceiver<Handed>>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    offer: Option<Offer>,
+    /// Taken from offers and not yet settled (in the dispatcher's hands, or given back by a
+    /// transaction that did not commit): every new offer is reduced by them, so that what is
+    /// on its way is never offered twice.
+    pending: Pending,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    now: usize,
+    ahead: usize,
+    per_endpoint: HashMap<i64, usize>,
 }
 
 impl Default for Handoff {
@@ -99,7 +116,7 @@ impl Default for Handoff {
         let (sender, receiver) = mpsc::unbounded_channel();
         Handoff {
             inner: Arc::new(Inner {
-                offer: Mutex::new(None),
+                state: Mutex::new(State::default()),
                 sender,
                 receiver: Mutex::new(Some(receiver)),
             }),
@@ -108,9 +125,40 @@ impl Default for Handoff {
 }
 
 impl Handoff {
-    /// Publishes what the dispatcher takes from now on (`None`: nothing, e.g. while it stops).
+    /// Publishes what the dispatcher takes from now on (`None`: nothing, e.g. while it stops),
+    /// less what was taken and is not settled yet (see [`Handoff::settle`]).
     pub fn offer(&self, offer: Option<Offer>) {
-        *self.inner.offer.lock().unwrap() = offer;
+        let mut state = self.inner.state.lock().unwrap();
+        state.offer = offer.map(|mut o| {
+            let p = &state.pending;
+            o.limit = o.limit.saturating_sub(p.now);
+            o.ahead_limit = o.ahead_limit.saturating_sub(p.ahead);
+            for (endpoint, n) in &p.per_endpoint {
+                *o.in_flight.entry(*endpoint).or_default() += n;
+            }
+            o
+        });
+    }
+
+    /// The dispatcher holds these handed deliveries now (launched, or handed back): they no
+    /// longer reduce its offers. Also called for deliveries taken by a transaction that did not
+    /// commit.
+    pub fn settle(&self, handed: &Handed) {
+        let mut state = self.inner.state.lock().unwrap();
+        let p = &mut state.pending;
+        for d in &handed.deliveries {
+            if d.ahead {
+                p.ahead = p.ahead.saturating_sub(1);
+            } else {
+                p.now = p.now.saturating_sub(1);
+            }
+            if let Some(n) = p.per_endpoint.get_mut(&d.endpoint_id) {
+                *n -= 1;
+                if *n == 0 {
+                    p.per_endpoint.remove(&d.endpoint_id);
+                }
+            }
+        }
     }
 
     /// Where the handed deliveries arrive, after their transaction committed: to the one
@@ -126,8 +174,9 @@ impl Handoff {
         candidates: &[Candidate],
         now: Timestamp,
     ) -> Option<(Uuid, Vec<Option<Taken>>)> {
-        let mut guard = self.inner.offer.lock().unwrap();
-        let offer = guard.as_mut()?;
+        let mut state = self.inner.state.lock().unwrap();
+        let State { offer, pending } = &mut *state;
+        let offer = offer.as_mut()?;
         if offer.limit == 0 && offer.ahead_limit == 0 {
             return None;
         }
@@ -150,10 +199,13 @@ impl Handoff {
             let c = &candidates[p.index];
             if p.ahead {
                 offer.ahead_limit -= 1;
+                pending.ahead += 1;
             } else {
                 offer.limit -= 1;
+                pending.now += 1;
             }
             *offer.in_flight.entry(c.endpoint_id).or_default() += 1;
+            *pending.per_endpoint.entry(c.endpoint_id).or_default() += 1;
             let longer = c
                 .endpoint_timeout_ms
                 .filter(|t| *t > deployment_ms)
@@ -170,9 +222,55 @@ impl Handoff {
 
     /// Passes a committed transaction's handed deliveries to the dispatcher. Without one (it
     /// stopped), their leases expire and they are taken over.
-    pub(crate) fn send(&self, handed: Handed) {
-        if !handed.deliveries.is_empty() && self.inner.sender.send(handed).is_err() {
+    fn send(&self, handed: Handed) {
+        if handed.deliveries.is_empty() {
+            return;
+        }
+        if let Err(unsent) = self.inner.sender.send(handed) {
+            self.settle(&unsent.0);
             tracing::warn!("handed deliveries found no dispatcher; their leases will expire");
+        }
+    }
+}
+
+/// Deliveries a transaction took from the offer, until it commits: then [`Uncommitted::send`]
+/// hands them to the dispatcher; dropped unsent (the transaction failed), they are settled, so
+/// that the offers they reduced are whole again.
+#[derive(Debug)]
+pub(crate) struct Uncommitted {
+    handoff: Handoff,
+    handed: Vec<Handed>,
+}
+
+impl Uncommitted {
+    pub(crate) fn new(handoff: Handoff) -> Uncommitted {
+        Uncommitted {
+            handoff,
+            handed: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, handed: Handed) {
+        self.handed.push(handed);
+    }
+
+    /// Moves `other`'s deliveries into this one.
+    pub(crate) fn absorb(&mut self, other: &mut Uncommitted) {
+        self.handed.append(&mut other.handed);
+    }
+
+    /// After the commit: to the dispatcher.
+    pub(crate) fn send(mut self) {
+        for handed in std::mem::take(&mut self.handed) {
+            self.handoff.send(handed);
+        }
+    }
+}
+
+impl Drop for Uncommitted {
+    fn drop(&mut self) {
+        for handed in &self.handed {
+            self.handoff.settle(handed);
         }
     }
 }
@@ -224,9 +322,12 @@ mod tests {
         assert_eq!(took, [true, true, false, true]);
         let lease = taken[0].as_ref().unwrap().lease_until;
         assert_eq!(lease, Timestamp::from_millis(41_000));
-        // The offer is used up: nothing more until the dispatcher publishes again.
+        // The offer is used up: nothing more until the dispatcher publishes again, and a new
+        // offer counts the three still on their way.
         assert!(h.take(&candidates(&[3]), now).is_none());
-        h.offer(Some(offer(1, 2)));
+        h.offer(Some(offer(3, 2)));
+        assert!(h.take(&candidates(&[3]), now).is_none());
+        h.offer(Some(offer(4, 2)));
         assert!(h.take(&candidates(&[3]), now).is_some());
     }
 
@@ -262,6 +363,43 @@ mod tests {
             taken[2].is_none(),
             "no slot free and no room ahead for endpoint 8"
         );
+    }
+
+    #[test]
+    fn what_is_on_its_way_is_not_offered_twice() {
+        let h = Handoff::default();
+        h.offer(Some(offer(2, 2)));
+        let now = Timestamp::from_millis(0);
+        let (token, taken) = h.take(&candidates(&[1, 1]), now).unwrap();
+        assert!(taken.iter().all(Option::is_some));
+        // The dispatcher republishes the same room before the two arrive: nothing more.
+        h.offer(Some(offer(2, 2)));
+        assert!(h.take(&candidates(&[1]), now).is_none());
+        // They arrived (or their transaction failed): the room is whole again.
+        let handed = Handed {
+            token,
+            deliveries: (0..2)
+                .map(|id| HandedDelivery {
+                    id,
+                    endpoint_id: 1,
+                    ahead: false,
+                    lease_until: now,
+                    written_at: now,
+                })
+                .collect(),
+        };
+        h.settle(&handed);
+        h.offer(Some(offer(2, 2)));
+        assert!(h.take(&candidates(&[1, 1]), now).is_some());
+        // A transaction that took deliveries and failed gives them back when dropped.
+        let mut u = Uncommitted::new(h.clone());
+        u.push(Handed {
+            token,
+            deliveries: handed.deliveries.clone(),
+        });
+        drop(u);
+        h.offer(Some(offer(2, 2)));
+        assert_eq!(h.take(&candidates(&[1, 1]), now).unwrap().1.len(), 2);
     }
 
     #[test]

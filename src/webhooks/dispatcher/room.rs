@@ -110,10 +110,9 @@ impl Dispatcher {
                 Ok(batch) => self.hand_back(batch).await,
                 Err(e) => {
                     tracing::warn!(error = %e, deliveries = handed.deliveries.len(), "could not read handed deliveries back; handing them back");
-                    let n = handed.deliveries.len();
                     let back = handed
                         .deliveries
-                        .into_iter()
+                        .iter()
                         .map(|d| {
                             let from = ClaimedFrom {
                                 last_attempt_at: None,
@@ -123,10 +122,13 @@ impl Dispatcher {
                         })
                         .collect();
                     if let Err(e) = self.store.hand_back(back, self.clock.now()).await {
-                        tracing::warn!(error = %e, claims = n, "could not hand handed deliveries back; their leases will expire");
+                        tracing::warn!(error = %e, claims = handed.deliveries.len(), "could not hand handed deliveries back; their leases will expire");
                     }
                 }
             }
+            // In this instance's slots now (or handed back): no longer on their way.
+            self.handoff.settle(&handed);
+            self.publish_offer();
         }
     }
 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::webhook_sql as sql;
 use super::{Conn, Db};
 use crate::StoreResult;
-use crate::handoff::{Candidate, Handed, HandedDelivery, Handoff};
+use crate::handoff::{Candidate, Handed, HandedDelivery, Handoff, Uncommitted};
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::NewEvent;
 use switchboard_domain::webhooks::catalogue::{INTEGRATION_TEST, subscribed};
@@ -67,7 +67,8 @@ pub(crate) struct FanOut {
     targets: HashMap<i64, Vec<Target>>,
     deliveries: usize,
     handoff: Option<Handoff>,
-    handed: Vec<Handed>,
+    /// Deliveries taken from the offer by this fan-out (given back if dropped unsent).
+    handed: Option<Uncommitted>,
 }
 
 impl FanOut {
@@ -121,6 +122,7 @@ impl FanOut {
     /// A fan-out that hands deliveries to this process's dispatcher when its offer has room.
     pub(crate) fn with_handoff(handoff: Handoff) -> FanOut {
         FanOut {
+            handed: Some(Uncommitted::new(handoff.clone())),
             handoff: Some(handoff),
             ..FanOut::default()
         }
@@ -131,9 +133,12 @@ impl FanOut {
         self.deliveries
     }
 
-    /// The deliveries handed off so far (to pass to the dispatcher after the commit).
-    pub(crate) fn take_handed(&mut self) -> Vec<Handed> {
-        std::mem::take(&mut self.handed)
+    /// Moves the deliveries handed off so far into `into` (the transaction's, which passes
+    /// them to the dispatcher after its commit).
+    pub(crate) fn take_handed(&mut self, into: &mut Uncommitted) {
+        if let Some(handed) = &mut self.handed {
+            into.absorb(handed);
+        }
     }
 }
 
@@ -426,7 +431,9 @@ async fn hand_off_or_insert(
     fan.deliveries += due.len();
     insert_unordered_deliveries(conn, &due).await?;
     let deliveries = insert_leased_deliveries(conn, &leased, token).await?;
-    fan.handed.push(Handed { token, deliveries });
+    if let Some(handed) = &mut fan.handed {
+        handed.push(Handed { token, deliveries });
+    }
     Ok(())
 }
 
@@ -475,6 +482,7 @@ async fn insert_leased_deliveries(
             })?;
             handed.push(HandedDelivery {
                 id,
+                endpoint_id: d.endpoint_id,
                 ahead: t.ahead,
                 lease_until: t.lease_until,
                 written_at: d.now,

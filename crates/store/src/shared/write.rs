@@ -32,8 +32,9 @@ pub(super) struct WriteTx<'s> {
     /// A group commit's outbox events, written together (with their deliveries) just before
     /// the commit.
     deferred: Option<Vec<switchboard_domain::event::NewEvent>>,
-    /// Deliveries written leased to this process's dispatcher, passed to it after the commit.
-    handed: Vec<crate::handoff::Handed>,
+    /// Deliveries written leased to this process's dispatcher, passed to it after the commit
+    /// (given back to its offer if the transaction does not commit).
+    handed: crate::handoff::Uncommitted,
 }
 
 impl Backend {
@@ -47,7 +48,7 @@ impl Backend {
             started: std::time::SystemTime::now(),
             shared_fan: None,
             deferred: None,
-            handed: Vec::new(),
+            handed: crate::handoff::Uncommitted::new(self.hooks.handoff.clone()),
         })
     }
 
@@ -79,7 +80,7 @@ impl WriteTx<'_> {
         let written =
             super::events::write_effects_tx(&mut self.tx, effects, fan, self.deferred.as_mut())
                 .await?;
-        self.handed.extend(fan.take_handed());
+        fan.take_handed(&mut self.handed);
         self.events |= written.events;
         self.deliveries |= written.deliveries;
         Ok(())
@@ -134,7 +135,7 @@ impl WriteTx<'_> {
             let mut own = self.fan_out();
             let fan = self.shared_fan.as_mut().unwrap_or(&mut own);
             self.deliveries |= super::events::write_events_tx(&mut self.tx, &events, fan).await?;
-            self.handed.extend(fan.take_handed());
+            fan.take_handed(&mut self.handed);
         }
         // Only deliveries for a claim wake dispatchers: handed ones are this process's already.
         if self.deliveries && !dialect::NOTIFY_DELIVERIES.is_empty() {
@@ -143,9 +144,7 @@ impl WriteTx<'_> {
                 .await?;
         }
         self.tx.commit().await?;
-        for handed in self.handed.drain(..) {
-            self.store.hooks.handoff.send(handed);
-        }
+        self.handed.send();
         if self.deliveries {
             self.store.hooks.outbox_written();
         } else if self.events {
