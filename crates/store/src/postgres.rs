@@ -50,6 +50,11 @@ impl PgStore {
         &self.pool
     }
 
+    /// The pool of the dispatcher's read-backs (PostgreSQL: the pool; its buffers are shared).
+    pub(super) fn dispatch_reader(&self) -> &Pool<Postgres> {
+        &self.pool
+    }
+
     /// For one-statement writes outside a transaction.
     pub(super) fn writer(&self) -> &Pool<Postgres> {
         &self.pool

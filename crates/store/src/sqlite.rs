@@ -38,6 +38,10 @@ const CHECKPOINT_MIN_WAL_BYTES: u64 = 1_000 * 4_096;
 pub struct SqliteStore {
     writer: Pool<Sqlite>,
     reader: Pool<Sqlite>,
+    /// One connection for the dispatcher's read-backs of handed deliveries (`read_handed`):
+    /// they read the large, growing tables (deliveries, events), and on the shared readers
+    /// every connection's page cache would fill with their pages (2 MB each, 16 readers).
+    dispatch_reader: Pool<Sqlite>,
     pub(super) hooks: super::Hooks,
     /// The group committers of sends' records (`shared::group_commit`).
     pub(super) group: shared::GroupSlot,
@@ -132,8 +136,13 @@ impl SqliteStore {
         let reader = SqlitePoolOptions::new()
             .max_connections(readers.clamp(1, 64))
             .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options.read_only(false))
+            .connect_with(options.clone().read_only(false))
             .await?;
+        let dispatch_reader = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(0)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_lazy_with(options);
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let mut wal = path.as_os_str().to_owned();
         wal.push("-wal");
@@ -141,6 +150,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             writer,
             reader,
+            dispatch_reader,
             hooks: Default::default(),
             group: Default::default(),
             _checkpointer: std::sync::Arc::new(stop),
@@ -150,6 +160,11 @@ impl SqliteStore {
     /// The pool for reads.
     pub(super) fn reader(&self) -> &Pool<Sqlite> {
         &self.reader
+    }
+
+    /// The pool of the dispatcher's read-backs (one connection: see `dispatch_reader`).
+    pub(super) fn dispatch_reader(&self) -> &Pool<Sqlite> {
+        &self.dispatch_reader
     }
 
     /// The single writer connection, for one-statement writes outside a transaction.

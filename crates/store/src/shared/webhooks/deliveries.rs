@@ -444,7 +444,7 @@ impl DeliveryStore for Backend {
         handed: &crate::handoff::Handed,
         now: Timestamp,
     ) -> StoreResult<Vec<ClaimedDelivery>> {
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.dispatch_reader().acquire().await?;
         read_handed(&mut conn, handed, now).await
     }
 
