@@ -293,9 +293,8 @@ impl Dispatcher {
                 _ = tokio::time::sleep(wait) => true,
             };
             if eager {
+                // Something may have become due: claim, and read the next due time again.
                 self.more_due.store(true, Ordering::SeqCst);
-            }
-            if eager {
                 self.forget_next_due();
             }
         }
