@@ -783,6 +783,8 @@ async fn deliveries_are_handed_off_as_they_are_written(s: SharedStore) {
     assert_eq!(handed.token, token);
     assert_eq!(handed.deliveries.len(), 2);
     let claimed = s.read_handed(&handed, t(2000)).await.unwrap();
+    // In the dispatcher's hands now: no longer on their way (they reduce no further offer).
+    handoff.settle(&handed);
     assert_eq!(claimed.len(), 2);
     for d in &claimed {
         let ep = d.endpoint.as_ref().unwrap();
@@ -881,6 +883,7 @@ async fn deliveries_are_handed_off_as_they_are_written(s: SharedStore) {
         })
         .collect();
     assert_eq!(s.hand_back(back, t(20_001)).await.unwrap(), 1);
+    handoff.settle(&handed);
     let again = s.claim_deliveries(&claim(20_002, 10, 10)).await.unwrap();
     assert_eq!(again.len(), 2, "both of the event's deliveries are due");
     let back_again = again
