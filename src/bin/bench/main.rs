@@ -13,6 +13,7 @@
 //! cargo run --release --bin bench -- --scenario scale       # 1M pending deliveries, 10M messages
 //! cargo run --release --bin bench -- --scenario inbound     # WhatsApp callbacks per second
 //! cargo run --release --bin bench -- --scenario brokers     # deliveries/s: https, redis, nats, rabbitmq
+//! cargo run --release --bin bench -- --scenario purge --backend postgres  # a day of 10M deliveries
 //! ```
 
 mod batch;
@@ -21,6 +22,7 @@ mod inbound;
 mod load;
 mod media;
 mod outage;
+mod purge;
 mod receiver;
 mod report;
 mod scale;
@@ -79,7 +81,8 @@ pub struct Args {
     /// pending, history pages over many messages), inbound (WhatsApp callbacks per second,
     /// texts and every kind) or brokers (deliveries per second to each destination type:
     /// https, redis_stream, nats_jetstream, rabbitmq; `--backlog` sends to `--endpoints`
-    /// endpoints of each).
+    /// endpoints of each) or purge (PostgreSQL: a day of `--purge-deliveries` past the
+    /// retention deleted as rows and dropped as a partition).
     #[arg(long, default_value = "standard")]
     pub scenario: String,
     /// recovery: events kept in the database.
@@ -121,6 +124,9 @@ pub struct Args {
     /// deliveries are), instead of at its event's time (as the fan-out writes them).
     #[arg(long)]
     pub scale_same_due: bool,
+    /// purge: the deliveries (and events) of the day that the purge removes.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub purge_deliveries: i64,
     /// scale: keep the history database (its URL is printed), to examine it by hand.
     #[arg(long)]
     pub scale_keep: bool,
@@ -166,6 +172,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 "brokers" => serde_json::to_value(brokers::brokers(&args, &bin, backend).await?)?,
                 "media" => serde_json::to_value(media::media(&args, &bin, backend).await?)?,
                 "inbound" => serde_json::to_value(inbound::inbound(&args, &bin, backend).await?)?,
+                "purge" => serde_json::to_value(purge::purge(&args, &bin, backend).await?)?,
                 "scale" => {
                     let r = scale::scale(&args, &bin, backend).await?;
                     let value = serde_json::to_value(&r)?;
@@ -173,7 +180,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     value
                 }
                 other => anyhow::bail!(
-                    "--scenario: expected standard, recovery, ordering, tracing, batch, media, scale, inbound or brokers, got {other}"
+                    "--scenario: expected standard, recovery, ordering, tracing, batch, media, scale, inbound, brokers or purge, got {other}"
                 ),
             };
             println!(

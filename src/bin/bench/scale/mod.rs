@@ -37,7 +37,7 @@ use crate::server::{self, Backend, Database, Server};
 
 mod print;
 mod probes;
-mod seed;
+pub(crate) mod seed;
 
 pub use print::print;
 use probes::{claim_query, page_query, probe};

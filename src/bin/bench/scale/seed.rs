@@ -27,7 +27,7 @@ pub(super) fn sqlite_sync(db: &Database) -> anyhow::Result<()> {
 
 /// A PostgreSQL connection for bulk writes: no foreign-key triggers (every reference is valid
 /// by construction; 10 million rows would queue 50 million trigger events).
-pub(super) async fn postgres_bulk(db: &Database) -> anyhow::Result<sqlx::PgConnection> {
+pub(crate) async fn postgres_bulk(db: &Database) -> anyhow::Result<sqlx::PgConnection> {
     let mut c = sqlx::PgConnection::connect(&db.url).await?;
     if let Err(e) = sqlx::query("SET session_replication_role = replica")
         .execute(&mut c)
@@ -40,7 +40,7 @@ pub(super) async fn postgres_bulk(db: &Database) -> anyhow::Result<sqlx::PgConne
 
 /// After a bulk write on PostgreSQL: fresh statistics, and the dirty pages written out so that
 /// the measurement does not pay for them.
-pub(super) async fn postgres_settle(
+pub(crate) async fn postgres_settle(
     c: &mut sqlx::PgConnection,
     tables: &[&str],
 ) -> anyhow::Result<()> {
@@ -56,7 +56,7 @@ pub(super) async fn postgres_settle(
 /// A time-ordered (version 7 layout) UUID from a time in ms and a unique number: the
 /// server's UUIDs are version 7, so the unique indexes grow at their right edge as they do
 /// in service. `variant` is the 17th hex digit (8 to b).
-pub(super) fn uuid_sql(backend: Backend, ms: &str, n: &str, variant: char) -> String {
+pub(crate) fn uuid_sql(backend: Backend, ms: &str, n: &str, variant: char) -> String {
     match backend {
         Backend::Sqlite => {
             format!("unhex(printf('%012x7%03x{variant}%015x', {ms}, ({n}) % 4096, {n}))")
@@ -69,7 +69,7 @@ pub(super) fn uuid_sql(backend: Backend, ms: &str, n: &str, variant: char) -> St
 }
 
 /// The envelope `outage::write_events` writes, for the event numbered by `n`.
-pub(super) fn envelope_sql(n: &str) -> String {
+pub(crate) fn envelope_sql(n: &str) -> String {
     format!(
         "'{{\"event\":\"message.sent\",\"data\":{{\"n\":' || {n} || '}},\"metadata\":{{\"bench\":true}}}}'"
     )
