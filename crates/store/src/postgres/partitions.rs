@@ -24,7 +24,7 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::webhooks::retention;
 
 /// The advisory lock key of partition upkeep (any fixed number no other lock uses).
-const LOCK_KEY: i64 = 0x5357_4250_4152_54; // "SWBPART"
+const LOCK_KEY: i64 = 0x0053_5742_5041_5254; // "SWBPART"
 /// Bits of an id below its partition number.
 const SHIFT: u32 = 32;
 /// The longest a drop waits for its tables' locks. Longer than PostgreSQL's default
