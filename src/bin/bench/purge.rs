@@ -9,8 +9,9 @@
 //! * `rows`: the day in the history partition (ids below the first range), which the purge
 //!   deletes 1 000 rows per transaction: what every purge did before partitioning, and what
 //!   SQLite's does;
-//! * `partitions`: the day in a range partition (the live one when written; the first purge
-//!   closes it, since its oldest row is older than a span, and drops it).
+//! * `partitions`: the day in a range partition of its own, closed, as rolls leave one (the
+//!   bench makes it and the next, live, partition with the statements a roll runs), which the
+//!   purge drops.
 //!
 //! The server then starts (retention 90 days, a purge every second) and, until no row of the
 //! day is left, sends a light load (20 sends a second) whose event-to-delivery latency is
@@ -33,8 +34,6 @@ use crate::scale::seed::{envelope_sql, postgres_bulk, postgres_settle, uuid_sql}
 use crate::server::{self, Backend, Database, Server};
 
 const DAY_MS: i64 = 86_400_000;
-/// The first id of range partition 1 (migration 0052).
-const RANGE_ONE: i64 = 1 << 32;
 /// The longest a purge may take before the run gives up.
 const PURGE_LIMIT: Duration = Duration::from_secs(3600);
 const BASELINE: Duration = Duration::from_secs(5);
@@ -87,7 +86,7 @@ async fn run(args: &Args, bin: &std::path::Path, mode: &'static str) -> anyhow::
 
     let end = chrono::Utc::now().timestamp_millis() - 91 * DAY_MS;
     let started = Instant::now();
-    write_day(&db, n, end, if mode == "rows" { 1 } else { RANGE_ONE }).await?;
+    write_day(&db, n, end, mode == "rows").await?;
     let seed_s = started.elapsed().as_secs_f64();
 
     let mut c = sqlx::PgConnection::connect(&db.url).await?;
@@ -140,10 +139,35 @@ async fn run(args: &Args, bin: &std::path::Path, mode: &'static str) -> anyhow::
     })
 }
 
-/// Writes the day ending at `end` (ms): `n` events and one delivered delivery each, with ids
-/// from `first`. Ids continue after the day's (the first purge closes its partition).
-async fn write_day(db: &Database, n: i64, end: i64, first: i64) -> anyhow::Result<()> {
+/// Writes the day ending at `end` (ms): `n` events and one delivered delivery each, with the
+/// same ids. `history`: ids from 1 (below the first range partition). Else the day gets range
+/// partition 2 of its own, as rolls would have left it: partition 1 keeps the rows written
+/// before it (the seed's, recent), and partition 3, made live, the rows after it.
+async fn write_day(db: &Database, n: i64, end: i64, history: bool) -> anyhow::Result<()> {
     let mut c = postgres_bulk(db).await?;
+    let first: i64 = if history { 1 } else { 2 << 32 };
+    if !history {
+        for (parent, storage) in [
+            ("events", ""),
+            ("webhook_deliveries", " WITH (fillfactor = 50)"),
+            ("webhook_attempts", ""),
+        ] {
+            for k in [2i64, 3] {
+                sqlx::query(&format!(
+                    "CREATE TABLE {parent}_p{k} PARTITION OF {parent} FOR VALUES FROM ({}) TO ({}){storage}",
+                    k << 32,
+                    (k + 1) << 32
+                ))
+                .execute(&mut c)
+                .await?;
+            }
+        }
+        for seq in ["events_id_seq", "webhook_deliveries_id_seq"] {
+            sqlx::query(&format!("SELECT setval('{seq}', {}, false)", 3i64 << 32))
+                .execute(&mut c)
+                .await?;
+        }
+    }
     let endpoint: i64 = sqlx::query_scalar("SELECT MIN(id) FROM webhook_endpoints")
         .fetch_one(&mut c)
         .await?;
@@ -166,25 +190,24 @@ async fn write_day(db: &Database, n: i64, end: i64, first: i64) -> anyhow::Resul
         "INSERT INTO webhook_deliveries (id, uuid, org_id, event_id, endpoint_id, event_name, status,
                     attempts, created_at, updated_at, last_attempt_at, delivered_at, response_status,
                     trigger, first_attempt)
-         SELECT e.id, {}, e.org_id, e.id, $1, e.name, 'delivered', 1, e.occurred_at, e.occurred_at,
-                e.occurred_at, e.occurred_at, 200, 'event',
-                '{{\"url\":\"http://127.0.0.1/hook/0\",\"duration_ms\":2,\"response_status\":200}}'
-         FROM events e WHERE e.id >= $2 AND e.id < $2 + $3",
-        uuid_sql(Backend::Postgres, "(extract(epoch FROM e.occurred_at) * 1000)::bigint", "e.id", '9'),
+         SELECT e.id, {}, e.org_id, e.id, $1, e.name, 'delivered', 1, e.occurred_at,
+                e.occurred_at, e.occurred_at, e.occurred_at, 200, 'event',
+                '{{\"url\":\"http://127.0.0.1/hook/0\",\"started_at_ms\":'
+                    || (extract(epoch FROM e.occurred_at) * 1000)::bigint
+                    || ',\"duration_ms\":2,\"response_status\":200,\"excerpt\":\"ok\",\"signed_with\":[\"sec_0123456789ab\"]}}'
+         FROM events e WHERE e.id >= $2 AND e.id < $2 + $3 ORDER BY e.id",
+        uuid_sql(
+            Backend::Postgres,
+            "(extract(epoch FROM e.occurred_at) * 1000)::bigint",
+            "e.id",
+            '9'
+        ),
     ))
     .bind(endpoint)
     .bind(first)
     .bind(n)
     .execute(&mut *tx)
     .await?;
-    if first >= RANGE_ONE {
-        for seq in ["events_id_seq", "webhook_deliveries_id_seq"] {
-            sqlx::query(&format!("SELECT setval('{seq}', $1)"))
-                .bind(first + n)
-                .execute(&mut *tx)
-                .await?;
-        }
-    }
     tx.commit().await?;
     postgres_settle(&mut c, &["events", "webhook_deliveries"]).await?;
     c.close().await?;
