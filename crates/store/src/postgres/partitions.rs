@@ -57,9 +57,15 @@ const EVENTS: Table = Table {
 
 /// Ends a transaction that changes nothing, now: a dropped one would keep its connection idle
 /// in the transaction, holding its locks (the advisory one too), until the pool reuses it.
-async fn end(tx: sqlx::Transaction<'_, Postgres>) -> StoreResult<()> {
-    tx.rollback().await?;
-    Ok(())
+async fn end(tx: sqlx::Transaction<'_, Postgres>) -> Result<(), sqlx::Error> {
+    tx.rollback().await
+}
+
+/// Whether an error says that the table is gone (another instance dropped it meanwhile).
+fn undefined_table(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "42P01")
 }
 
 fn partition(parent: &str, k: i64) -> String {
@@ -77,41 +83,41 @@ pub(crate) async fn drop_expired(
     for t in [&DELIVERIES, &EVENTS] {
         roll(pool, t, now, span).await?;
     }
-    for k in closed(pool, &DELIVERIES).await? {
-        if let Some(rows) = drop_deliveries(pool, k, cutoff).await? {
-            dropped.partitions += 1;
-            dropped.deliveries += rows;
-        }
-    }
-    for k in closed(pool, &EVENTS).await? {
-        if let Some(rows) = drop_events(pool, k, cutoff).await? {
-            dropped.partitions += 1;
-            dropped.events += rows;
+    // Deliveries first: an events partition goes once no delivery refers to it.
+    for t in [&DELIVERIES, &EVENTS] {
+        for k in closed(pool, t).await? {
+            if let Some(rows) = drop_closed(pool, t, k, cutoff).await? {
+                dropped.partitions += 1;
+                match t.follower {
+                    Some(_) => dropped.deliveries += rows,
+                    None => dropped.events += rows,
+                }
+            }
         }
     }
     Ok(dropped)
 }
 
 /// The live partition's number: where the table's sequence points.
-async fn live(c: &mut sqlx::PgConnection, t: &Table) -> StoreResult<i64> {
+async fn live(c: &mut sqlx::PgConnection, t: &Table) -> Result<i64, sqlx::Error> {
     let last: i64 = sqlx::query_scalar(&format!("SELECT last_value FROM {}", t.sequence))
         .fetch_one(&mut *c)
         .await?;
     Ok(last >> SHIFT)
 }
 
-async fn exists(c: &mut sqlx::PgConnection, table: &str) -> StoreResult<bool> {
-    Ok(sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+async fn exists(c: &mut sqlx::PgConnection, table: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
         .bind(table)
         .fetch_one(&mut *c)
-        .await?)
+        .await
 }
 
-async fn locked(tx: &mut sqlx::PgConnection) -> StoreResult<bool> {
-    Ok(sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+async fn locked(tx: &mut sqlx::PgConnection) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
         .bind(LOCK_KEY)
         .fetch_one(&mut *tx)
-        .await?)
+        .await
 }
 
 /// The time of the oldest (`MIN`) or newest (`MAX`) row of a partition (its time index).
@@ -120,12 +126,10 @@ async fn edge(
     table: &str,
     t: &Table,
     agg: &str,
-) -> StoreResult<Option<Timestamp>> {
-    Ok(
-        sqlx::query_scalar(&format!("SELECT {agg}({}) FROM {table}", t.time))
-            .fetch_one(&mut *c)
-            .await?,
-    )
+) -> Result<Option<Timestamp>, sqlx::Error> {
+    sqlx::query_scalar(&format!("SELECT {agg}({}) FROM {table}", t.time))
+        .fetch_one(&mut *c)
+        .await
 }
 
 /// Starts partition k+1 when the live partition k is a span old. A live partition that is
@@ -134,14 +138,14 @@ async fn edge(
 async fn roll(pool: &Pool<Postgres>, t: &Table, now: Timestamp, span: Duration) -> StoreResult<()> {
     let mut tx = pool.begin().await?;
     if !locked(&mut tx).await? {
-        return end(tx).await;
+        return Ok(end(tx).await?);
     }
     let k = live(&mut tx, t).await?;
     let current = partition(t.parent, k);
     if exists(&mut tx, &current).await?
         && !retention::rolls(edge(&mut tx, &current, t, "MIN").await?, now, span)
     {
-        return end(tx).await;
+        return Ok(end(tx).await?);
     }
     let next = k + 1;
     let (lo, hi) = (next << SHIFT, (next + 1) << SHIFT);
@@ -203,123 +207,93 @@ async fn closed(pool: &Pool<Postgres>, t: &Table) -> StoreResult<Vec<i64>> {
     Ok(ks)
 }
 
-/// Whether an attempt of the partition's deliveries is in flight (a lease; its expiry is due).
-async fn held(c: &mut sqlx::PgConnection, table: &str) -> StoreResult<bool> {
-    Ok(sqlx::query_scalar(&format!(
-        "SELECT EXISTS (SELECT 1 FROM {table} WHERE due_at IS NOT NULL AND lease_token IS NOT NULL)"
-    ))
-    .fetch_one(&mut *c)
-    .await?)
+/// What keeps a closed partition whose rows are all past the cutoff: an attempt in flight
+/// (deliveries: a lease, whose expiry is due) or a delivery that refers to one of its events.
+async fn holds(c: &mut sqlx::PgConnection, t: &Table, k: i64) -> Result<bool, sqlx::Error> {
+    let q = match t.follower {
+        Some(_) => format!(
+            "SELECT EXISTS (SELECT 1 FROM {} WHERE due_at IS NOT NULL AND lease_token IS NOT NULL)",
+            partition(t.parent, k)
+        ),
+        None => format!(
+            "SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE event_id >= {} AND event_id < {})",
+            k << SHIFT,
+            (k + 1) << SHIFT
+        ),
+    };
+    sqlx::query_scalar(&q).fetch_one(&mut *c).await
 }
 
-async fn count(pool: &Pool<Postgres>, table: &str) -> StoreResult<u64> {
-    let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
-        .fetch_one(pool)
-        .await?;
-    Ok(u64::try_from(n).unwrap_or(0))
+/// Whether partition k may go (`retention::droppable`).
+async fn may_drop(
+    c: &mut sqlx::PgConnection,
+    t: &Table,
+    k: i64,
+    cutoff: Timestamp,
+) -> Result<bool, sqlx::Error> {
+    let newest = edge(c, &partition(t.parent, k), t, "MAX").await?;
+    Ok(retention::droppable(newest, cutoff, holds(c, t, k).await?))
 }
 
-/// Drops deliveries partition k with its attempts if it is past `cutoff`: checked first without
-/// locks, then again under them. Returns the deliveries dropped, or `None` if it stays.
-async fn drop_deliveries(
+/// Drops partition k of `t` (deliveries: with their attempts' partition) if it is past
+/// `cutoff`. Returns its rows, or `None` if it stays (or another instance dropped it meanwhile).
+async fn drop_closed(
     pool: &Pool<Postgres>,
+    t: &Table,
     k: i64,
     cutoff: Timestamp,
 ) -> StoreResult<Option<u64>> {
-    let t = &DELIVERIES;
-    let table = partition(t.parent, k);
-    let attempts = partition("webhook_attempts", k);
-    {
-        let mut c = pool.acquire().await?;
-        if !retention::droppable(
-            edge(&mut c, &table, t, "MAX").await?,
-            cutoff,
-            held(&mut c, &table).await?,
-        ) {
-            return Ok(None);
-        }
+    match try_drop(pool, t, k, cutoff).await {
+        Err(e) if undefined_table(&e) => Ok(None),
+        r => Ok(r?),
     }
-    let rows = count(pool, &table).await?;
-    let mut tx = pool.begin().await?;
-    if !locked(&mut tx).await? || !exists(&mut tx, &table).await? {
-        return end(tx).await.map(|()| None);
-    }
-    sqlx::query(LOCK_TIMEOUT).execute(&mut *tx).await?;
-    if let Err(e) =
-        sqlx::query("LOCK TABLE webhook_deliveries, webhook_attempts IN ACCESS EXCLUSIVE MODE")
-            .execute(&mut *tx)
-            .await
-    {
-        tracing::info!(error = %e, partition = table, "partition busy; dropped at a later purge");
-        return end(tx).await.map(|()| None);
-    }
-    if !retention::droppable(
-        edge(&mut tx, &table, t, "MAX").await?,
-        cutoff,
-        held(&mut tx, &table).await?,
-    ) {
-        return end(tx).await.map(|()| None);
-    }
-    sqlx::query(&format!("DROP TABLE IF EXISTS {attempts}, {table}"))
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    tracing::info!(
-        partition = table,
-        rows,
-        "dropped a partition past the retention"
-    );
-    Ok(Some(rows))
 }
 
-/// Whether a delivery (in any partition) refers to an event of events partition k.
-async fn referred(c: &mut sqlx::PgConnection, k: i64) -> StoreResult<bool> {
-    Ok(sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE event_id >= $1 AND event_id < $2)",
-    )
-    .bind(k << SHIFT)
-    .bind((k + 1) << SHIFT)
-    .fetch_one(&mut *c)
-    .await?)
-}
-
-/// Drops events partition k if it is past `cutoff` and no delivery refers to it.
-async fn drop_events(pool: &Pool<Postgres>, k: i64, cutoff: Timestamp) -> StoreResult<Option<u64>> {
-    let t = &EVENTS;
+/// [`drop_closed`]: checked first without locks (and its rows counted), then again under the
+/// parents' locks, taken for the re-check and the `DROP TABLE` only.
+async fn try_drop(
+    pool: &Pool<Postgres>,
+    t: &Table,
+    k: i64,
+    cutoff: Timestamp,
+) -> Result<Option<u64>, sqlx::Error> {
     let table = partition(t.parent, k);
-    {
+    let rows = {
         let mut c = pool.acquire().await?;
-        if !retention::droppable(
-            edge(&mut c, &table, t, "MAX").await?,
-            cutoff,
-            referred(&mut c, k).await?,
-        ) {
+        if !may_drop(&mut c, t, k, cutoff).await? {
             return Ok(None);
         }
-    }
-    let rows = count(pool, &table).await?;
+        let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+            .fetch_one(&mut *c)
+            .await?;
+        u64::try_from(n).unwrap_or(0)
+    };
     let mut tx = pool.begin().await?;
     if !locked(&mut tx).await? || !exists(&mut tx, &table).await? {
-        return end(tx).await.map(|()| None);
+        end(tx).await?;
+        return Ok(None);
     }
     sqlx::query(LOCK_TIMEOUT).execute(&mut *tx).await?;
-    // A recovery that read these events holds the table until it has written its deliveries,
-    // which the re-check then sees.
-    if let Err(e) = sqlx::query("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *tx)
-        .await
-    {
+    // Deliveries: both parents, as the attempts' partition goes too. Events: a recovery that
+    // read them holds the table until it has written its deliveries, which the re-check sees.
+    let (parents, dropped) = match t.follower {
+        Some(f) => (
+            format!("{}, {f}", t.parent),
+            format!("{}, {table}", partition(f, k)),
+        ),
+        None => (t.parent.to_owned(), table.clone()),
+    };
+    let lock = format!("LOCK TABLE {parents} IN ACCESS EXCLUSIVE MODE");
+    if let Err(e) = sqlx::query(&lock).execute(&mut *tx).await {
         tracing::info!(error = %e, partition = table, "partition busy; dropped at a later purge");
-        return end(tx).await.map(|()| None);
+        end(tx).await?;
+        return Ok(None);
     }
-    if !retention::droppable(
-        edge(&mut tx, &table, t, "MAX").await?,
-        cutoff,
-        referred(&mut tx, k).await?,
-    ) {
-        return end(tx).await.map(|()| None);
+    if !may_drop(&mut tx, t, k, cutoff).await? {
+        end(tx).await?;
+        return Ok(None);
     }
-    sqlx::query(&format!("DROP TABLE IF EXISTS {table}"))
+    sqlx::query(&format!("DROP TABLE IF EXISTS {dropped}"))
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
