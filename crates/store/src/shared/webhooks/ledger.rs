@@ -268,10 +268,13 @@ impl LedgerStore for Backend {
         for (delivery_table, event_table) in dialect::ROW_PURGED {
             deliveries += purge_delivery_rows(self, delivery_table, cutoff, batch).await?;
             let mut tx = self.write().await?;
+            // The events oldest first, each checked for deliveries by the deliveries' event
+            // index. (As `AND NOT EXISTS`, PostgreSQL planned a hash anti-join of both whole
+            // tables for every batch: 4 s a batch with 10 million of each.)
             events += sqlx::query(&format!(
                 "DELETE FROM {event_table} WHERE id IN (
                      SELECT e.id FROM {event_table} e WHERE e.occurred_at < $1
-                       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
+                       AND NOT (SELECT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id))
                      ORDER BY e.occurred_at LIMIT $2)"
             ))
             .bind(cutoff)
