@@ -127,6 +127,9 @@ pub struct Args {
     /// purge: the deliveries (and events) of the day that the purge removes.
     #[arg(long, default_value_t = 10_000_000)]
     pub purge_deliveries: i64,
+    /// purge: rows, partitions or both.
+    #[arg(long, default_value = "both")]
+    pub purge_mode: String,
     /// scale: keep the history database (its URL is printed), to examine it by hand.
     #[arg(long)]
     pub scale_keep: bool,

@@ -66,7 +66,12 @@ pub async fn purge(
         "--scenario purge: PostgreSQL only (SQLite has no partitions; its purge deletes rows)"
     );
     let mut runs = Vec::new();
-    for mode in ["rows", "partitions"] {
+    let modes: &[&'static str] = match args.purge_mode.as_str() {
+        "rows" => &["rows"],
+        "partitions" => &["partitions"],
+        _ => &["rows", "partitions"],
+    };
+    for &mode in modes {
         eprintln!("  {mode}: {} deliveries", args.purge_deliveries);
         let r = run(args, bin, mode).await?;
         eprintln!(
