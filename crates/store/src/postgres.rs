@@ -173,15 +173,6 @@ pub(super) mod dialect {
            AND feed_txid < pg_snapshot_xmin(pg_current_snapshot()) AND org_id = ";
     pub const FEED_ORDER: &str = " ORDER BY feed_txid, id";
 
-    /// Retention by partition (`postgres/partitions.rs`).
-    pub(crate) use super::partitions::drop_expired as drop_expired_partitions;
-    /// The tables whose rows the purge deletes one by one: (deliveries, events) written before
-    /// partitioning, and those of the default partitions (ids no range partition holds).
-    pub const ROW_PURGED: &[(&str, &str)] = &[
-        ("webhook_deliveries_history", "events_history"),
-        ("webhook_deliveries_default", "events_default"),
-    ];
-
     /// The feed's position condition: after (txid, id).
     pub fn push_feed_after(
         qb: &mut sqlx::QueryBuilder<'_, sqlx::Postgres>,
@@ -194,8 +185,6 @@ pub(super) mod dialect {
             .push(")");
     }
 }
-
-mod partitions;
 
 #[allow(clippy::duplicate_mod)]
 #[path = "shared/mod.rs"]

@@ -237,19 +237,6 @@ pub(super) mod dialect {
     ) {
         qb.push(" AND id > ").push_bind(after.id);
     }
-
-    /// The tables whose rows the purge deletes one by one: SQLite's are not partitioned.
-    pub const ROW_PURGED: &[(&str, &str)] = &[("webhook_deliveries", "events")];
-
-    /// Retention by partition: SQLite has none (the purge deletes rows).
-    pub async fn drop_expired_partitions(
-        _: &sqlx::Pool<sqlx::Sqlite>,
-        _: switchboard_domain::Timestamp,
-        _: switchboard_domain::Timestamp,
-        _: std::time::Duration,
-    ) -> crate::StoreResult<crate::webhooks::DroppedPartitions> {
-        Ok(Default::default())
-    }
 }
 
 #[allow(clippy::duplicate_mod)]

@@ -353,15 +353,6 @@ pub enum AttemptRecorded {
     LeaseLost,
 }
 
-/// What retention by partition dropped (PostgreSQL; SQLite has no partitions).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DroppedPartitions {
-    /// Partitions dropped (a deliveries partition goes with its attempts' and counts once).
-    pub partitions: u64,
-    pub deliveries: u64,
-    pub events: u64,
-}
-
 /// Why a manual retry was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RetryRefusal {
@@ -493,18 +484,6 @@ pub trait LedgerStore: Send + Sync {
     ) -> StoreResult<Result<DeliveryRecord, RetryRefusal>>;
     /// Deletes up to `batch` deliveries created before `cutoff` (with their attempts), then up
     /// to `batch` outbox events older than `cutoff` that no delivery refers to. Returns how many
-    /// rows of each were deleted. On PostgreSQL only rows outside the range partitions (written
-    /// before partitioning, or in the default partition) go this way: the rest go whole with
-    /// their partition ([`DeliveryStore::drop_expired_partitions`]).
+    /// rows of each were deleted.
     async fn purge_deliveries(&self, cutoff: Timestamp, batch: i64) -> StoreResult<(u64, u64)>;
-    /// Retention by partition (`domain::webhooks::retention`; PostgreSQL, SQLite has none and
-    /// drops nothing): starts a new live partition where the live one's oldest row is `span`
-    /// old, then drops every closed partition whose rows are all older than `cutoff` and
-    /// unheld (deliveries with their attempts; events once no delivery refers to them).
-    async fn drop_expired_partitions(
-        &self,
-        now: Timestamp,
-        cutoff: Timestamp,
-        span: Duration,
-    ) -> StoreResult<DroppedPartitions>;
 }
