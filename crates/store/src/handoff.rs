@@ -5,10 +5,15 @@
 //! endpoints, under the same policy as its claims (`claim::choose`). A transaction that fans an
 //! event out into unordered deliveries (`fan_out`) takes from the offer what it can: those
 //! deliveries are inserted already leased to this process (`attempts` 1, the offer's token, a
-//! lease covering the attempt), exactly as a claim would leave them, and after the commit their
-//! ids go to the dispatcher ([`Handoff::receiver`]), which reads them back and attempts them.
+//! lease covering the attempt), exactly as a claim would leave them, and after the commit they
+//! go to the dispatcher ([`Handoff::receiver`]), which attempts them. The transaction had each
+//! delivery's event and endpoint in hand, so it passes them on as a claim would read them back
+//! ([`HandedDelivery::claimed`]) and the dispatcher reads nothing before the attempt; only an
+//! endpoint with a retired secret still in its grace period (which the fan-out does not read)
+//! has its deliveries read back first ([`Handed::claimed`]).
 //! A delivery so written costs one row write before its outcome instead of two (the insert
-//! and the claim's update), and no claim transaction stands between the commit and the attempt.
+//! and the claim's update), and neither a claim transaction nor a read stands between the
+//! commit and the attempt.
 //!
 //! Nothing else changes: a handed delivery is a claimed delivery. Another instance never sees
 //! it until its lease expires (this process stopped): it is then taken over, its interrupted
@@ -22,6 +27,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use crate::webhooks::ClaimedDelivery;
 use switchboard_domain::Timestamp;
 use switchboard_domain::webhooks::claim;
 
@@ -59,6 +65,10 @@ pub struct HandedDelivery {
     /// When it was written (and due): unclaimed, it would be due then with no attempt made
     /// (what a hand-back restores).
     pub written_at: Timestamp,
+    /// The delivery as a read-back would find it, built by the transaction that wrote it
+    /// (which had its event and its endpoint in hand); `None` when that transaction did not
+    /// know all of it (its endpoint has retired secrets in their grace period).
+    pub claimed: Option<Box<ClaimedDelivery>>,
 }
 
 /// The deliveries one committed transaction handed to this process's dispatcher.
@@ -66,6 +76,19 @@ pub struct HandedDelivery {
 pub struct Handed {
     pub token: Uuid,
     pub deliveries: Vec<HandedDelivery>,
+}
+
+impl Handed {
+    /// The deliveries as claimed, when the writing transaction knew all of them: the
+    /// dispatcher then attempts them at once, with no read-back (`DeliveryStore::read_handed`)
+    /// between the commit and the attempt. Their leases were written by that transaction and
+    /// are checked again when their outcomes are recorded, as a claim's are.
+    pub fn claimed(&self) -> Option<Vec<ClaimedDelivery>> {
+        self.deliveries
+            .iter()
+            .map(|d| d.claimed.as_deref().cloned())
+            .collect()
+    }
 }
 
 /// A delivery to hand off, as the fan-out knows it: its endpoint and that endpoint's own time
@@ -385,6 +408,7 @@ mod tests {
                     ahead: false,
                     lease_until: now,
                     written_at: now,
+                    claimed: None,
                 })
                 .collect(),
         };

@@ -285,7 +285,7 @@ pub struct ClaimedFrom {
 }
 
 /// The endpoint of a claimed delivery, as it is when claimed.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ClaimedEndpoint {
     pub id: i64,
     pub uuid: Uuid,
@@ -304,7 +304,7 @@ pub struct ClaimedEndpoint {
 }
 
 /// A delivery claimed for one attempt.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ClaimedDelivery {
     pub id: i64,
     /// The claim's token (needed to record the outcome).

@@ -98,14 +98,20 @@ impl Dispatcher {
         }
     }
 
-    /// Takes in handed deliveries until the dispatcher stops: each batch is read back and
-    /// launched, or handed back when the dispatcher no longer starts attempts (shutting
+    /// Takes in handed deliveries until the dispatcher stops: each batch is launched (read
+    /// back first unless its transaction carried all of it), or handed back when the dispatcher no longer starts attempts (shutting
     /// down) or cannot read it (then its leases expire only if the hand-back fails too).
     pub(super) async fn receive_handed(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Handed>) {
         while let Some(handed) = rx.recv().await {
             metrics::counter!("switchboard_webhook_deliveries_handed_total")
                 .increment(handed.deliveries.len() as u64);
-            match self.store.read_handed(&handed, self.clock.now()).await {
+            // Known whole by the transaction that wrote them (the usual case), they are
+            // attempted at once; otherwise read back first.
+            let batch = match handed.claimed() {
+                Some(claimed) => Ok(claimed),
+                None => self.store.read_handed(&handed, self.clock.now()).await,
+            };
+            match batch {
                 Ok(batch) if self.claims_open.load(Ordering::SeqCst) => self.launch(batch),
                 Ok(batch) => self.hand_back(batch).await,
                 Err(e) => {

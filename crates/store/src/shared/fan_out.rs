@@ -8,10 +8,12 @@ use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
+use super::endpoint_columns::{ENDPOINT_COLUMNS, EndpointColumns};
 use super::webhook_sql as sql;
 use super::{Conn, Db};
 use crate::StoreResult;
 use crate::handoff::{Candidate, Handed, HandedDelivery, Handoff, Uncommitted};
+use crate::webhooks::{ClaimedDelivery, ClaimedEndpoint, ClaimedFrom};
 use switchboard_domain::Timestamp;
 use switchboard_domain::event::NewEvent;
 use switchboard_domain::webhooks::catalogue::{INTEGRATION_TEST, subscribed};
@@ -28,20 +30,21 @@ struct Target {
     filter: Option<Filter>,
     /// The endpoint's own attempt time limit (a handed delivery's lease covers it).
     timeout_ms: Option<i64>,
+    /// The endpoint as a claimed delivery carries it, when that is all of it (no retired
+    /// secret in its grace period): a delivery handed off carries it to the dispatcher.
+    claimed: Option<ClaimedEndpoint>,
 }
 
-/// id, uuid, url, events, ordering, filter, destination, target, timeout_ms.
-type TargetRow = (
-    i64,
-    Uuid,
-    String,
-    Json<Vec<String>>,
-    String,
-    Option<String>,
-    String,
-    Option<String>,
-    Option<i64>,
-);
+#[derive(sqlx::FromRow)]
+struct TargetRow {
+    events: Json<Vec<String>>,
+    ordering: String,
+    filter: Option<String>,
+    /// Whether the endpoint has retired secrets still in their grace period.
+    retiring: bool,
+    #[sqlx(flatten)]
+    ep: EndpointColumns,
+}
 
 /// An endpoint's stored filter, parsed. A filter is checked before it is stored; one that no
 /// longer parses (a rule changed since) filters nothing rather than losing events.
@@ -72,51 +75,67 @@ pub(crate) struct FanOut {
 }
 
 impl FanOut {
-    async fn targets(&mut self, conn: &mut Conn, org_id: i64) -> StoreResult<&[Target]> {
+    async fn targets(
+        &mut self,
+        conn: &mut Conn,
+        org_id: i64,
+        now: Timestamp,
+    ) -> StoreResult<&[Target]> {
         if let std::collections::hash_map::Entry::Vacant(slot) = self.targets.entry(org_id) {
             static ACTIVE_ENDPOINTS: LazyLock<String> = LazyLock::new(|| {
                 format!(
-                    "SELECT id, uuid, url, events, ordering, filter, destination, target, timeout_ms FROM webhook_endpoints
-                     WHERE org_id = $1 AND status = {} AND deleted_at IS NULL ORDER BY legacy, id",
+                    "SELECT ep.events, ep.ordering, ep.filter,
+                            EXISTS (SELECT 1 FROM webhook_endpoint_secrets s
+                                    WHERE s.endpoint_id = ep.id AND s.expires_at > $2) AS retiring,
+                            {ENDPOINT_COLUMNS}
+                     FROM webhook_endpoints ep
+                     WHERE ep.org_id = $1 AND ep.status = {} AND ep.deleted_at IS NULL ORDER BY ep.legacy, ep.id",
                     *sql::ACTIVE
                 )
             });
             let rows: Vec<TargetRow> = sqlx::query_as(&ACTIVE_ENDPOINTS)
                 .bind(org_id)
+                .bind(now)
                 .fetch_all(&mut *conn)
                 .await?;
-            slot.insert(
-                rows.into_iter()
-                    .map(
-                        |(
-                            id,
-                            uuid,
-                            url,
-                            events,
-                            ordering,
-                            filter,
-                            destination,
-                            target,
-                            timeout_ms,
-                        )| Target {
-                            id,
-                            uuid,
-                            // A broker target is the same target only with the same stream (or
-                            // subject, routing key): its whole target is the key.
-                            url: match (destination.as_str(), target) {
-                                ("https", _) | (_, None) => url,
-                                (kind, Some(target)) => format!("{kind} {target}"),
-                            },
-                            events: events.0,
-                            ordering: EndpointOrdering::parse(&ordering).unwrap_or_default(),
-                            filter: stored_filter(filter.as_deref()),
-                            timeout_ms,
-                        },
-                    )
-                    .collect(),
-            );
+            let mut targets = Vec::with_capacity(rows.len());
+            for row in rows {
+                let retiring = row.retiring;
+                let Some(endpoint) = row.ep.into_endpoint(Vec::new())? else {
+                    continue;
+                };
+                targets.push(Target {
+                    id: endpoint.id,
+                    uuid: endpoint.uuid,
+                    // A broker target is the same target only with the same stream (or
+                    // subject, routing key): its whole target is the key.
+                    url: match (
+                        endpoint.controls.destination.as_str(),
+                        &endpoint.controls.target,
+                    ) {
+                        ("https", _) | (_, None) => endpoint.url.clone(),
+                        (kind, Some(target)) => format!("{kind} {target}"),
+                    },
+                    events: row.events.0,
+                    ordering: EndpointOrdering::parse(&row.ordering).unwrap_or_default(),
+                    filter: stored_filter(row.filter.as_deref()),
+                    timeout_ms: endpoint.controls.timeout_ms,
+                    claimed: (!retiring).then_some(endpoint),
+                });
+            }
+            slot.insert(targets);
         }
         Ok(&self.targets[&org_id])
+    }
+
+    /// The endpoint `id` of the organization's targets as a claimed delivery carries it.
+    fn claimed_endpoint(&self, org_id: i64, id: i64) -> Option<&ClaimedEndpoint> {
+        self.targets
+            .get(&org_id)?
+            .iter()
+            .find(|t| t.id == id)?
+            .claimed
+            .as_ref()
     }
 
     /// A fan-out that hands deliveries to this process's dispatcher when its offer has room.
@@ -317,7 +336,7 @@ async fn targets_of(
     let mut urls = HashSet::new();
     // The envelope as delivered, built once and only for an endpoint with a filter.
     let mut envelope: Option<Value> = None;
-    for t in fan.targets(conn, e.org_id).await? {
+    for t in fan.targets(conn, e.org_id, e.occurred_at).await? {
         if Some(t.uuid) == exclude || !subscribed(&t.events, &e.name) {
             continue;
         }
@@ -348,18 +367,23 @@ pub(crate) async fn insert_events(
     fan: &mut FanOut,
 ) -> StoreResult<()> {
     let mut ids: HashMap<Uuid, i64> = HashMap::with_capacity(events.len());
-    for chunk in events.chunks(EVENTS_PER_STATEMENT) {
+    // The envelopes as delivered: stored with the events, and carried by deliveries handed off.
+    let envelopes: Vec<String> = events.iter().map(NewEvent::envelope_text).collect();
+    for (chunk, texts) in events
+        .chunks(EVENTS_PER_STATEMENT)
+        .zip(envelopes.chunks(EVENTS_PER_STATEMENT))
+    {
         let mut qb = sqlx::QueryBuilder::<Db>::new(
             "INSERT INTO events (uuid, org_id, name, data, channel, occurred_at, envelope, test, trace, message_id) ",
         );
-        qb.push_values(chunk, |mut b, e| {
+        qb.push_values(chunk.iter().zip(texts), |mut b, (e, envelope)| {
             b.push_bind(e.uuid)
                 .push_bind(e.org_id)
                 .push_bind(e.name.as_str())
                 .push_bind(Json(&e.data))
                 .push_bind(e.channel.as_ref().map(Json))
                 .push_bind(e.occurred_at)
-                .push_bind(e.envelope_text())
+                .push_bind(envelope.as_str())
                 .push_bind(e.test)
                 .push_bind(e.trace.as_deref())
                 .push_bind(e.message_id());
@@ -368,8 +392,8 @@ pub(crate) async fn insert_events(
         let rows: Vec<(i64, Uuid)> = qb.build_query_as().fetch_all(&mut *conn).await?;
         ids.extend(rows.into_iter().map(|(id, uuid)| (uuid, id)));
     }
-    let mut unordered: Vec<(NewDelivery<'_>, Option<i64>)> = Vec::new();
-    for e in events {
+    let mut unordered: Vec<Unordered<'_>> = Vec::new();
+    for (e, envelope) in events.iter().zip(&envelopes) {
         let event_id = *ids
             .get(&e.uuid)
             .ok_or_else(|| crate::StoreError::Other("an inserted event was not returned".into()))?;
@@ -388,49 +412,63 @@ pub(crate) async fn insert_events(
                 insert_delivery(conn, &d).await?;
                 fan.deliveries += 1;
             } else {
-                unordered.push((d, timeout_ms));
+                unordered.push(Unordered {
+                    d,
+                    timeout_ms,
+                    event: e,
+                    envelope,
+                });
             }
         }
     }
     hand_off_or_insert(conn, unordered, fan).await
 }
 
+/// An unordered delivery to write, with its event (what a hand-off carries).
+struct Unordered<'a> {
+    d: NewDelivery<'a>,
+    /// Its endpoint's own time limit.
+    timeout_ms: Option<i64>,
+    event: &'a NewEvent,
+    envelope: &'a str,
+}
+
 /// Inserts unordered deliveries: those the dispatcher's offer takes leased to it (handed off
 /// after the commit), the others due for a claim.
 async fn hand_off_or_insert(
     conn: &mut Conn,
-    unordered: Vec<(NewDelivery<'_>, Option<i64>)>,
+    unordered: Vec<Unordered<'_>>,
     fan: &mut FanOut,
 ) -> StoreResult<()> {
     let taken = match (&fan.handoff, unordered.first()) {
-        (Some(handoff), Some((first, _))) => {
+        (Some(handoff), Some(first)) => {
             let candidates: Vec<Candidate> = unordered
                 .iter()
-                .map(|(d, timeout_ms)| Candidate {
-                    endpoint_id: d.endpoint_id,
-                    endpoint_timeout_ms: *timeout_ms,
+                .map(|u| Candidate {
+                    endpoint_id: u.d.endpoint_id,
+                    endpoint_timeout_ms: u.timeout_ms,
                 })
                 .collect();
-            handoff.take(&candidates, first.now)
+            handoff.take(&candidates, first.d.now)
         }
         _ => None,
     };
     let Some((token, taken)) = taken else {
         fan.deliveries += unordered.len();
-        let ds: Vec<NewDelivery<'_>> = unordered.into_iter().map(|(d, _)| d).collect();
+        let ds: Vec<NewDelivery<'_>> = unordered.into_iter().map(|u| u.d).collect();
         return insert_unordered_deliveries(conn, &ds).await;
     };
     let mut leased = Vec::new();
     let mut due = Vec::new();
-    for ((d, _), t) in unordered.into_iter().zip(taken) {
+    for (u, t) in unordered.into_iter().zip(taken) {
         match t {
-            Some(t) => leased.push((d, t)),
-            None => due.push(d),
+            Some(t) => leased.push((u, t)),
+            None => due.push(u.d),
         }
     }
     fan.deliveries += due.len();
     insert_unordered_deliveries(conn, &due).await?;
-    let deliveries = insert_leased_deliveries(conn, &leased, token).await?;
+    let deliveries = insert_leased_deliveries(conn, &leased, token, fan).await?;
     if let Some(handed) = &mut fan.handed {
         handed.push(Handed { token, deliveries });
     }
@@ -438,11 +476,14 @@ async fn hand_off_or_insert(
 }
 
 /// Inserts unordered deliveries leased to this process (`token`), as a claim leaves them:
-/// their first attempt counted and started now. Returns them as handed.
+/// their first attempt counted and started now. Returns them as handed, each with the
+/// delivery as a read-back would find it when its endpoint is all known (see
+/// [`HandedDelivery::claimed`]).
 async fn insert_leased_deliveries(
     conn: &mut Conn,
-    ds: &[(NewDelivery<'_>, crate::handoff::Taken)],
+    ds: &[(Unordered<'_>, crate::handoff::Taken)],
     token: Uuid,
+    fan: &FanOut,
 ) -> StoreResult<Vec<HandedDelivery>> {
     let mut handed = Vec::with_capacity(ds.len());
     for chunk in ds.chunks(500) {
@@ -451,7 +492,8 @@ async fn insert_leased_deliveries(
                                              due_at, next_attempt_at, created_at, updated_at, trigger,
                                              lease_token, lease_until, last_attempt_at) ",
         );
-        qb.push_values(chunk, |mut b, (d, t)| {
+        qb.push_values(chunk, |mut b, (u, t)| {
+            let d = &u.d;
             b.push_bind(d.uuid)
                 .push_bind(d.org_id)
                 .push_bind(d.event_id)
@@ -476,16 +518,49 @@ async fn insert_leased_deliveries(
             .into_iter()
             .map(|(id, uuid)| (uuid, id))
             .collect();
-        for (d, t) in chunk {
+        for (u, t) in chunk {
+            let d = &u.d;
             let id = *ids.get(&d.uuid).ok_or_else(|| {
                 crate::StoreError::Other("an inserted delivery was not returned".into())
             })?;
+            let claimed = fan
+                .claimed_endpoint(d.org_id, d.endpoint_id)
+                .map(|endpoint| {
+                    Box::new(ClaimedDelivery {
+                        id,
+                        token,
+                        uuid: d.uuid,
+                        org_id: d.org_id,
+                        attempt: 1,
+                        event: NewEvent {
+                            uuid: u.event.uuid,
+                            org_id: u.event.org_id,
+                            name: u.event.name.clone(),
+                            data: u.event.data.clone(),
+                            channel: u.event.channel.clone(),
+                            occurred_at: u.event.occurred_at,
+                            test: false,
+                            sample: false,
+                            trace: u.event.trace.clone(),
+                        },
+                        envelope: u.envelope.to_owned(),
+                        sequence: None,
+                        endpoint: Some(endpoint.clone()),
+                        lease_until: t.lease_until,
+                        ahead: t.ahead,
+                        claimed_from: ClaimedFrom {
+                            last_attempt_at: None,
+                            next_attempt_at: Some(d.now),
+                        },
+                    })
+                });
             handed.push(HandedDelivery {
                 id,
                 endpoint_id: d.endpoint_id,
                 ahead: t.ahead,
                 lease_until: t.lease_until,
                 written_at: d.now,
+                claimed,
             });
         }
     }

@@ -12,6 +12,7 @@ mod channels;
 mod completions;
 mod contacts;
 mod conversations;
+mod endpoint_columns;
 mod events;
 mod fan_out;
 mod first_attempt;

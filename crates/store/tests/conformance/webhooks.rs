@@ -783,6 +783,11 @@ async fn deliveries_are_handed_off_as_they_are_written(s: SharedStore) {
     assert_eq!(handed.token, token);
     assert_eq!(handed.deliveries.len(), 2);
     let claimed = s.read_handed(&handed, t(2000)).await.unwrap();
+    // The transaction that wrote them knew them whole: what they carry to the dispatcher (which
+    // then reads nothing back) is exactly what the read-back finds.
+    let mut carried = handed.claimed().expect("carried whole");
+    carried.sort_by_key(|d| d.id);
+    assert_eq!(carried, claimed);
     // In the dispatcher's hands now: no longer on their way (they reduce no further offer).
     handoff.settle(&handed);
     assert_eq!(claimed.len(), 2);
@@ -893,6 +898,47 @@ async fn deliveries_are_handed_off_as_they_are_written(s: SharedStore) {
     assert_eq!(back_again.attempt, 1);
     // A token that no longer holds a delivery reads nothing back.
     assert!(s.read_handed(&handed, t(20_003)).await.unwrap().is_empty());
+
+    // An endpoint whose retired secret is still in its grace period: its deliveries are
+    // handed off without it, and read back (with the retired secret) before the attempt.
+    s.update_endpoint(
+        org.id,
+        a.uuid,
+        EndpointPatch {
+            sealed_secret: Some(vec![7, 7]),
+            retire_secret_until: Some(t(90_000)),
+            ..Default::default()
+        },
+        t(30_000),
+        no_effects(),
+    )
+    .await
+    .unwrap();
+    handoff.offer(Some(offer(2, 1)));
+    emit(&s, org.id, "security.api_key_created", 30_001).await;
+    let handed = rx.try_recv().expect("handed after the commit");
+    assert_eq!(handed.deliveries.len(), 2);
+    assert!(handed.claimed().is_none(), "one of them is not known whole");
+    let by_endpoint = |ep: i64| {
+        handed
+            .deliveries
+            .iter()
+            .find(|d| d.endpoint_id == ep)
+            .unwrap()
+    };
+    assert!(by_endpoint(a.id).claimed.is_none());
+    let to_b = by_endpoint(b.id)
+        .claimed
+        .clone()
+        .expect("b has no retired secret");
+    let read = s.read_handed(&handed, t(30_001)).await.unwrap();
+    assert_eq!(read.len(), 2);
+    let read_a = read.iter().find(|d| d.id == by_endpoint(a.id).id).unwrap();
+    let ep_a = read_a.endpoint.as_ref().unwrap();
+    assert_eq!(ep_a.sealed_secret, vec![7, 7]);
+    assert_eq!(ep_a.retired_secrets.len(), 1);
+    assert_eq!(read.iter().find(|d| d.id == to_b.id), Some(&*to_b));
+    handoff.settle(&handed);
     handoff.offer(None);
 }
 

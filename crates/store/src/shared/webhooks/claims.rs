@@ -7,9 +7,9 @@ use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
+use super::super::endpoint_columns::{ENDPOINT_COLUMNS, EndpointColumns};
 use super::super::write::WriteTx;
 use super::attempts::insert_attempt;
-use super::endpoints::endpoint_status;
 use super::{Conn, Db, dialect, push_in_list};
 use crate::handoff::{Handed, HandedDelivery};
 use crate::webhooks::*;
@@ -19,7 +19,6 @@ use switchboard_domain::Timestamp;
 use switchboard_domain::channel::ChannelIdentity;
 use switchboard_domain::event::NewEvent;
 use switchboard_domain::webhooks::claim;
-use switchboard_domain::webhooks::destination::DestinationType;
 
 #[derive(sqlx::FromRow)]
 struct CandidateRow {
@@ -43,22 +42,8 @@ struct ClaimRow {
     event_data: Json<Value>,
     event_channel: Option<Json<ChannelIdentity>>,
     occurred_at: Timestamp,
-    ep_id: Option<i64>,
-    ep_uuid: Option<Uuid>,
-    ep_url: Option<String>,
-    ep_headers: Option<Json<BTreeMap<String, String>>>,
-    ep_secret: Option<Vec<u8>>,
-    ep_status: Option<String>,
-    ep_deleted_at: Option<Timestamp>,
-    ep_legacy: Option<bool>,
-    ep_timeout_ms: Option<i64>,
-    ep_retry_delays_ms: Option<String>,
-    ep_max_per_second: Option<i64>,
-    ep_destination: Option<String>,
-    ep_target: Option<String>,
-    ep_target_secret: Option<Vec<u8>>,
-    ep_auth: Option<String>,
-    ep_auth_secret: Option<Vec<u8>>,
+    #[sqlx(flatten)]
+    ep: EndpointColumns,
     envelope: Option<String>,
     sequence: Option<i64>,
     event_trace: Option<String>,
@@ -75,37 +60,8 @@ impl ClaimRow {
         retired: &mut HashMap<i64, Vec<Vec<u8>>>,
     ) -> StoreResult<ClaimedDelivery> {
         let r = self;
-        let endpoint = match (r.ep_id, r.ep_uuid, r.ep_url, r.ep_status) {
-            (Some(id), Some(uuid), Some(url), Some(status)) => Some(ClaimedEndpoint {
-                id,
-                uuid,
-                url,
-                headers: r.ep_headers.map(|h| h.0).unwrap_or_default(),
-                sealed_secret: r.ep_secret.unwrap_or_default(),
-                status: endpoint_status(&status)?,
-                deleted: r.ep_deleted_at.is_some(),
-                legacy: r.ep_legacy.unwrap_or(false),
-                retired_secrets: retired.remove(&id).unwrap_or_default(),
-                controls: EndpointControls {
-                    filter: None,
-                    timeout_ms: r.ep_timeout_ms,
-                    retry_delays_ms: super::endpoints::delays_of_column(
-                        r.ep_retry_delays_ms.as_deref(),
-                    ),
-                    max_per_second: r.ep_max_per_second,
-                    destination: r
-                        .ep_destination
-                        .as_deref()
-                        .and_then(DestinationType::parse)
-                        .unwrap_or_default(),
-                    target: r.ep_target,
-                    sealed_target_url: r.ep_target_secret,
-                    auth: r.ep_auth,
-                    sealed_auth_secret: r.ep_auth_secret,
-                },
-            }),
-            _ => None,
-        };
+        let retired = r.ep.ep_id.and_then(|id| retired.remove(&id));
+        let endpoint = r.ep.into_endpoint(retired.unwrap_or_default())?;
         let event = NewEvent {
             uuid: r.event_uuid,
             org_id: r.event_org_id,
@@ -272,20 +228,18 @@ async fn read_claim_rows(
     ids: &[i64],
     token: Option<Uuid>,
 ) -> StoreResult<Vec<ClaimRow>> {
-    let mut qb = QueryBuilder::<Db>::new(
+    static SELECT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
             "SELECT d.id, d.uuid, d.org_id, d.attempts, ev.uuid AS event_uuid, ev.org_id AS event_org_id,
                     ev.name AS event_name, ev.data AS event_data, ev.channel AS event_channel, ev.occurred_at,
-                    ep.id AS ep_id, ep.uuid AS ep_uuid, ep.url AS ep_url, ep.headers AS ep_headers,
-                    ep.signing_secret AS ep_secret, ep.status AS ep_status, ep.deleted_at AS ep_deleted_at,
-                    ep.legacy AS ep_legacy, ep.timeout_ms AS ep_timeout_ms, ep.retry_delays_ms AS ep_retry_delays_ms,
-                    ep.max_per_second AS ep_max_per_second, ep.destination AS ep_destination, ep.target AS ep_target,
-                    ep.target_secret AS ep_target_secret, ep.auth AS ep_auth, ep.auth_secret AS ep_auth_secret,
-                    ev.envelope, d.sequence, ev.trace AS event_trace
+                    ev.envelope, d.sequence, ev.trace AS event_trace, {ENDPOINT_COLUMNS}
              FROM webhook_deliveries d
              JOIN events ev ON ev.id = d.event_id
              LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
-             WHERE d.id",
-        );
+             WHERE d.id"
+        )
+    });
+    let mut qb = QueryBuilder::<Db>::new(SELECT.as_str());
     push_in_list(&mut qb, ids);
     if let Some(token) = token {
         qb.push(" AND d.lease_token = ").push_bind(token);
@@ -335,7 +289,7 @@ async fn lengthen_leases(
     let deployment_ms = i64::try_from(req.timeout.as_millis()).unwrap_or(i64::MAX);
     let mut longer: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
     for r in rows {
-        if let Some(t) = r.ep_timeout_ms.filter(|t| *t > deployment_ms) {
+        if let Some(t) = r.ep.ep_timeout_ms.filter(|t| *t > deployment_ms) {
             longer.entry(t - deployment_ms).or_default().push(r.id);
         }
     }
@@ -362,7 +316,7 @@ async fn retired_secrets(
 ) -> StoreResult<HashMap<i64, Vec<Vec<u8>>>> {
     let endpoint_ids: Vec<i64> = rows
         .iter()
-        .filter_map(|r| r.ep_id)
+        .filter_map(|r| r.ep.ep_id)
         .collect::<HashSet<_>>()
         .into_iter()
         .collect();

@@ -8,11 +8,12 @@ use async_trait::async_trait;
 use sqlx::QueryBuilder;
 use uuid::Uuid;
 
+use super::super::endpoint_columns::endpoint_status;
 use super::super::first_attempt;
 use super::super::write::WriteTx;
 use super::attempts::{insert_attempt, signed_with_text};
 use super::claims::{claim_in, read_handed};
-use super::endpoints::{endpoint_status, hold_deliveries};
+use super::endpoints::hold_deliveries;
 use super::{Backend, Conn, Db, dialect, push_in_list, sql};
 use crate::webhooks::*;
 use crate::{StoreError, StoreResult};

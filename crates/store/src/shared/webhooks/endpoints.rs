@@ -1,6 +1,7 @@
 //! Webhook endpoints: their rows, their changes, and the deliveries held while one is
 //! disabled.
 
+use super::super::endpoint_columns::{delays_of_column, endpoint_status};
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
@@ -64,15 +65,6 @@ struct EndpointRow {
 /// The retry delays as stored: a JSON array of milliseconds.
 pub(super) fn delays_column(delays: Option<&Vec<i64>>) -> Option<String> {
     delays.map(|d| serde_json::Value::from(d.clone()).to_string())
-}
-
-pub(super) fn delays_of_column(text: Option<&str>) -> Option<Vec<i64>> {
-    text.and_then(|t| serde_json::from_str(t).ok())
-}
-
-pub(super) fn endpoint_status(s: &str) -> StoreResult<EndpointStatus> {
-    EndpointStatus::parse(s)
-        .ok_or_else(|| StoreError::Other(format!("unknown endpoint status {s}")))
 }
 
 impl TryFrom<EndpointRow> for EndpointRecord {
