@@ -27,7 +27,6 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::webhooks::ClaimedDelivery;
 use switchboard_domain::Timestamp;
 use switchboard_domain::webhooks::claim;
 
@@ -54,42 +53,7 @@ pub struct Offer {
     pub room: HashMap<i64, usize>,
 }
 
-/// One delivery a committed transaction wrote leased to this process.
-#[derive(Clone, Debug)]
-pub struct HandedDelivery {
-    pub id: i64,
-    pub endpoint_id: i64,
-    /// Taken ahead of the free slots.
-    pub ahead: bool,
-    pub lease_until: Timestamp,
-    /// When it was written (and due): unclaimed, it would be due then with no attempt made
-    /// (what a hand-back restores).
-    pub written_at: Timestamp,
-    /// The delivery as a read-back would find it, built by the transaction that wrote it
-    /// (which had its event and its endpoint in hand); `None` when that transaction did not
-    /// know all of it (its endpoint has retired secrets in their grace period).
-    pub claimed: Option<Box<ClaimedDelivery>>,
-}
-
-/// The deliveries one committed transaction handed to this process's dispatcher.
-#[derive(Clone, Debug)]
-pub struct Handed {
-    pub token: Uuid,
-    pub deliveries: Vec<HandedDelivery>,
-}
-
-impl Handed {
-    /// The deliveries as claimed, when the writing transaction knew all of them: the
-    /// dispatcher then attempts them at once, with no read-back (`DeliveryStore::read_handed`)
-    /// between the commit and the attempt. Their leases were written by that transaction and
-    /// are checked again when their outcomes are recorded, as a claim's are.
-    pub fn claimed(&self) -> Option<Vec<ClaimedDelivery>> {
-        self.deliveries
-            .iter()
-            .map(|d| d.claimed.as_deref().cloned())
-            .collect()
-    }
-}
+pub use crate::webhooks::{Handed, HandedDelivery};
 
 /// A delivery to hand off, as the fan-out knows it: its endpoint and that endpoint's own time
 /// limit.

@@ -328,6 +328,43 @@ pub struct ClaimedDelivery {
     pub claimed_from: ClaimedFrom,
 }
 
+/// One delivery a committed transaction wrote leased to this process (see [`crate::handoff`]).
+#[derive(Clone, Debug)]
+pub struct HandedDelivery {
+    pub id: i64,
+    pub endpoint_id: i64,
+    /// Taken ahead of the free slots.
+    pub ahead: bool,
+    pub lease_until: Timestamp,
+    /// When it was written (and due): unclaimed, it would be due then with no attempt made
+    /// (what a hand-back restores).
+    pub written_at: Timestamp,
+    /// The delivery as a read-back would find it, built by the transaction that wrote it
+    /// (which had its event and its endpoint in hand); `None` when that transaction did not
+    /// know all of it (its endpoint has retired secrets in their grace period).
+    pub claimed: Option<Box<ClaimedDelivery>>,
+}
+
+/// The deliveries one committed transaction handed to this process's dispatcher.
+#[derive(Clone, Debug)]
+pub struct Handed {
+    pub token: Uuid,
+    pub deliveries: Vec<HandedDelivery>,
+}
+
+impl Handed {
+    /// The deliveries as claimed, when the writing transaction knew all of them: the
+    /// dispatcher then attempts them at once, with no read-back (`DeliveryStore::read_handed`)
+    /// between the commit and the attempt. Their leases were written by that transaction and
+    /// are checked again when their outcomes are recorded, as a claim's are.
+    pub fn claimed(&self) -> Option<Vec<ClaimedDelivery>> {
+        self.deliveries
+            .iter()
+            .map(|d| d.claimed.as_deref().cloned())
+            .collect()
+    }
+}
+
 /// The outcome of one attempt, to record.
 #[derive(Clone, Debug)]
 pub struct AttemptOutcome {
@@ -440,7 +477,7 @@ pub trait DeliveryStore: Send + Sync {
     /// leased by the hand-off's token are left out).
     async fn read_handed(
         &self,
-        handed: &crate::handoff::Handed,
+        handed: &Handed,
         now: Timestamp,
     ) -> StoreResult<Vec<ClaimedDelivery>>;
     /// Hands back claims whose attempt never started (`(delivery id, token, claimed from)`):

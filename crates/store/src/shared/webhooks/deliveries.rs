@@ -442,7 +442,7 @@ impl DeliveryStore for Backend {
 
     async fn read_handed(
         &self,
-        handed: &crate::handoff::Handed,
+        handed: &Handed,
         now: Timestamp,
     ) -> StoreResult<Vec<ClaimedDelivery>> {
         let mut conn = self.dispatch_reader().acquire().await?;
