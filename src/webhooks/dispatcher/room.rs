@@ -99,8 +99,9 @@ impl Dispatcher {
     }
 
     /// Takes in handed deliveries until the dispatcher stops: each batch is launched (read
-    /// back first unless its transaction carried all of it), or handed back when the dispatcher no longer starts attempts (shutting
-    /// down) or cannot read it (then its leases expire only if the hand-back fails too).
+    /// back first unless its transaction carried all of it), or handed back when the
+    /// dispatcher no longer starts attempts (shutting down) or cannot read it (then its leases
+    /// expire only if the hand-back fails too).
     pub(super) async fn receive_handed(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Handed>) {
         while let Some(handed) = rx.recv().await {
             metrics::counter!("switchboard_webhook_deliveries_handed_total")
