@@ -83,7 +83,9 @@ pub enum ConversationPolicy {
 #[derive(Clone, Debug)]
 pub struct NewOutbound {
     pub org_id: i64,
-    pub channel_id: i64,
+    /// The channel it goes out on (the record shows its identity as it is when the send
+    /// reads it, without reading the channel again).
+    pub channel: ChannelIdentity,
     pub api_key_id: Option<i64>,
     pub recipient: RecipientRef,
     pub conversation: ConversationPolicy,
@@ -101,6 +103,51 @@ pub struct NewOutbound {
     pub queue: Option<crate::queue::QueueEntry>,
     /// A reply: `reply_to` (the message replied to).
     pub context: Option<switchboard_domain::message::InboundContext>,
+}
+
+/// What the row of a recorded outbound message holds besides what [`NewOutbound`] says.
+pub(crate) struct Written<'a> {
+    /// The `id` its `INSERT` returned.
+    pub id: i64,
+    /// The provider's id as written (none when the channel already had it).
+    pub provider_message_id: Option<String>,
+    pub contact: &'a Contact,
+    pub conversation: Option<&'a Conversation>,
+    pub consent_uuid: Option<Uuid>,
+    pub trace: Option<String>,
+}
+
+impl NewOutbound {
+    /// The message as its row holds it once inserted: everything in the row was bound from
+    /// `self` and `written`, so the record is built without reading the row back.
+    pub(crate) fn as_written(&self, written: Written<'_>) -> MessageRecord {
+        MessageRecord {
+            id: written.id,
+            uuid: self.uuid,
+            org_id: self.org_id,
+            channel: self.channel.clone(),
+            contact_id: written.contact.id,
+            contact_uuid: written.contact.uuid,
+            conversation_id: written.conversation.map(|c| c.id),
+            conversation_uuid: written.conversation.map(|c| c.uuid),
+            api_key_id: self.api_key_id,
+            direction: Direction::Outbound,
+            message_type: self.message_type,
+            status: self.status,
+            content: self.content.clone(),
+            provider_message_id: written.provider_message_id,
+            error: self.error.clone(),
+            created_at: self.now,
+            updated_at: self.now,
+            consent_uuid: written.consent_uuid,
+            trace: written.trace,
+            context: self.context.clone(),
+            edited_at: None,
+            deleted_at: None,
+            pricing: None,
+            provider_conversation: None,
+        }
+    }
 }
 
 /// What recording a message wrote.

@@ -52,7 +52,7 @@ pub async fn record_batch(
         .iter()
         .map(|p| NewOutbound {
             org_id,
-            channel_id: p.channel.id,
+            channel: p.channel.identity(),
             api_key_id: Some(api_key_id),
             recipient: p.recipient_ref(),
             conversation: p.conversation_policy(false),

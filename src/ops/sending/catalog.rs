@@ -269,7 +269,7 @@ pub async fn send_catalog(
     };
     let new = NewOutbound {
         org_id: input.org_id,
-        channel_id: channel.id,
+        channel: channel.identity(),
         api_key_id: Some(input.api_key_id),
         recipient: recipient_ref(existing.as_ref(), input.phone.as_ref()),
         conversation: policy,

@@ -379,7 +379,7 @@ pub async fn send(
     };
     let new = NewOutbound {
         org_id: prepared.input.org_id,
-        channel_id: prepared.channel.id,
+        channel: prepared.channel.identity(),
         api_key_id: prepared.input.api_key_id,
         recipient: prepared.recipient_ref(),
         conversation: prepared.conversation_policy(rejection.is_some()),

@@ -6,14 +6,14 @@
 //! [`MAX_GROUP`]) and writes them in one transaction with a number of statements that does not
 //! grow with the group (`outbound_group::write_outbound_group`): one `BEGIN`; one read of the
 //! recipients' contacts and one of their open conversations (only missing ones are created,
-//! one at a time); one multi-row `INSERT` of the messages and one read of them as written; one
-//! endpoint lookup per organization for the fan-out; one multi-row statement each for the
-//! outbox events, their deliveries and the completions of the idempotency claims; one wake-up
-//! `NOTIFY`; one commit (one WAL flush). Records the send queue takes over (a batch's items)
-//! are written one after another in the group's transaction instead. Each sender is answered
-//! only after that commit, so a send's durability is unchanged. Under light load a group is one
-//! record and nothing waits; under load, records queue while a group is being written and the
-//! next group takes them all.
+//! one at a time); one multi-row `INSERT` of the messages (not read back: the records are
+//! built from what it wrote); one endpoint lookup per organization for the fan-out; one
+//! multi-row statement each for the outbox events, their deliveries and the completions of the
+//! idempotency claims; one wake-up `NOTIFY`; one commit (one WAL flush). Records the send queue
+//! takes over (a batch's items) are written one after another in the group's transaction
+//! instead. Each sender is answered only after that commit, so a send's durability is
+//! unchanged. Under light load a group is one record and nothing waits; under load, records
+//! queue while a group is being written and the next group takes them all.
 //!
 //! Errors stay per record: when any record of a group fails, the whole group is rolled back
 //! and its records are written again one per transaction, so that the failing one fails alone

@@ -179,17 +179,6 @@ pub(super) async fn fetch_message(conn: &mut Conn, id: i64) -> StoreResult<Messa
     row.try_into()
 }
 
-/// Messages by id, in no particular order.
-pub(super) async fn messages_by_ids(
-    conn: &mut Conn,
-    ids: &[i64],
-) -> StoreResult<Vec<MessageRecord>> {
-    let mut qb = sqlx::QueryBuilder::<Db>::new(select_messages!("WHERE m.id"));
-    super::push_in_list(&mut qb, ids);
-    let rows: Vec<MessageRow> = qb.build_query_as().fetch_all(&mut *conn).await?;
-    rows.into_iter().map(TryInto::try_into).collect()
-}
-
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn insert_message(
     conn: &mut Conn,
@@ -339,7 +328,7 @@ pub(super) async fn write_outbound_in(
     let (conversation, conversation_created) = match new.conversation {
         ConversationPolicy::OpenOrContinue => {
             let (c, created) =
-                open_or_continue(tx, new.org_id, contact.id, new.channel_id, new.now).await?;
+                open_or_continue(tx, new.org_id, contact.id, new.channel.id, new.now).await?;
             match consent_id {
                 // The consent under which the business initiated it (kept when it had one).
                 Some(consent_id) => {
@@ -356,10 +345,11 @@ pub(super) async fn write_outbound_in(
             }
         }
         ConversationPolicy::ContinueIfOpen => (
-            open_conversation_of(tx, contact.id, new.channel_id).await?,
+            open_conversation_of(tx, contact.id, new.channel.id).await?,
             false,
         ),
     };
+    let trace = crate::observe::current_trace();
     let mut provider_message_id = new.provider_message_id.as_deref();
     let mut journey = new.steps.clone();
     journey.push(status_step(new.now, new.status, new.error.as_ref()));
@@ -368,7 +358,7 @@ pub(super) async fn write_outbound_in(
             tx,
             new.uuid,
             new.org_id,
-            new.channel_id,
+            new.channel.id,
             contact.id,
             conversation.as_ref().map(|c| c.id),
             new.api_key_id,
@@ -391,7 +381,7 @@ pub(super) async fn write_outbound_in(
             // message was sent, so it is recorded, without the id, rather than lost.
             (None, Some(_)) => {
                 tracing::warn!(
-                    channel_id = new.channel_id,
+                    channel_id = new.channel.id,
                     message_uuid = %new.uuid,
                     "the provider's message id is already recorded on this channel; the message is recorded without it"
                 );
@@ -414,8 +404,17 @@ pub(super) async fn write_outbound_in(
     if let Some(queue) = &new.queue {
         super::queue_entries::enqueue(tx, id, &new, queue).await?;
     }
+    // The row holds what was bound: the record is built from it, not read back.
+    let message = new.as_written(crate::messaging::Written {
+        id,
+        provider_message_id: provider_message_id.map(str::to_owned),
+        contact: &contact,
+        conversation: conversation.as_ref(),
+        consent_uuid: consent_id.and(consent.as_ref().map(|c| c.uuid)),
+        trace,
+    });
     let recorded = RecordedOutbound {
-        message: fetch_message(tx, id).await?,
+        message,
         contact,
         contact_created,
         conversation,

@@ -8,8 +8,9 @@ use uuid::Uuid;
 
 use super::contacts::{contact_by_phone, contacts_by_ids, contacts_by_phones};
 use super::conversations::{open_conversations_of, open_or_continue};
-use super::messages::{messages_by_ids, status_step};
+use super::messages::status_step;
 use super::{Conn, Db};
+use crate::messaging::Written;
 use crate::{
     ConversationPolicy, MessageRecord, MessageStep, NewOutbound, RecipientRef, RecordedOutbound,
     StoreError, StoreResult,
@@ -32,11 +33,12 @@ pub(super) fn groupable(new: &NewOutbound) -> bool {
 /// Writes a group commit's records as [`write_outbound_in`] writes each (no consent, no contact
 /// name), with a few statements for the whole group instead of several per record: one read
 /// of the recipients' contacts (per organization for phones), one of their open conversations
-/// (per channel), one multi-row `INSERT` of the messages and one read of the messages as
-/// written. Only contacts and conversations that do not exist yet are created one at a time,
-/// in the records' order (the group's lock order). Anything unusual fails the whole group (a
-/// contact of another organization, a provider message id the channel already has), and the
-/// caller then writes its records one per transaction, where each gets its own answer.
+/// (per channel) and one multi-row `INSERT` of the messages (the records are built from what
+/// it wrote, not read back). Only contacts and conversations that do not exist yet are created
+/// one at a time, in the records' order (the group's lock order). Anything unusual fails the
+/// whole group (a contact of another organization, a provider message id the channel already
+/// has), and the caller then writes its records one per transaction, where each gets its own
+/// answer.
 pub(super) async fn write_outbound_group(
     conn: &mut Conn,
     records: &[GroupRecord<'_>],
@@ -102,14 +104,14 @@ pub(super) async fn write_outbound_group(
 
     // Their open conversations: read together, missing ones opened in order.
     let mut open: HashMap<(i64, i64), Conversation> = HashMap::new();
-    let mut channels: Vec<i64> = records.iter().map(|r| r.new.channel_id).collect();
+    let mut channels: Vec<i64> = records.iter().map(|r| r.new.channel.id).collect();
     channels.sort_unstable();
     channels.dedup();
     for channel in channels {
         let mut of: Vec<i64> = records
             .iter()
             .zip(&contacts)
-            .filter(|(r, _)| r.new.channel_id == channel)
+            .filter(|(r, _)| r.new.channel.id == channel)
             .map(|(_, (c, _))| c.id)
             .collect();
         of.sort_unstable();
@@ -121,20 +123,20 @@ pub(super) async fn write_outbound_group(
     let mut conversations: Vec<(Option<Conversation>, bool)> = Vec::with_capacity(records.len());
     for (r, (contact, _)) in records.iter().zip(&contacts) {
         let new = r.new;
-        let key = (contact.id, new.channel_id);
+        let key = (contact.id, new.channel.id);
         conversations.push(match (open.get(&key), new.conversation) {
             (Some(c), _) => (Some(c.clone()), false),
             (None, ConversationPolicy::ContinueIfOpen) => (None, false),
             (None, ConversationPolicy::OpenOrContinue) => {
                 let (c, created) =
-                    open_or_continue(conn, new.org_id, contact.id, new.channel_id, new.now).await?;
+                    open_or_continue(conn, new.org_id, contact.id, new.channel.id, new.now).await?;
                 open.insert(key, c.clone());
                 (Some(c), created)
             }
         });
     }
 
-    // The messages: one INSERT, then one read of them as written.
+    // The messages: one INSERT (they are built from what it wrote, not read back).
     let mut by_uuid = insert_group_messages(conn, records, &contacts, &conversations).await?;
     let mut recorded = Vec::with_capacity(records.len());
     for ((r, (contact, contact_created)), (conversation, conversation_created)) in
@@ -155,7 +157,7 @@ pub(super) async fn write_outbound_group(
 }
 
 /// The messages of a group (their contacts and conversations resolved, in the same order): one
-/// multi-row `INSERT`, then one read of them as written, by uuid.
+/// multi-row `INSERT`; the records, by uuid, are what it wrote.
 async fn insert_group_messages(
     conn: &mut Conn,
     records: &[GroupRecord<'_>],
@@ -179,7 +181,7 @@ async fn insert_group_messages(
         let new = r.new;
         b.push_bind(new.uuid)
             .push_bind(new.org_id)
-            .push_bind(new.channel_id)
+            .push_bind(new.channel.id)
             .push_bind(contacts[i].0.id)
             .push_bind(conversations[i].0.as_ref().map(|c| c.id))
             .push_bind(new.api_key_id)
@@ -197,18 +199,39 @@ async fn insert_group_messages(
     });
     qb.push(
         " ON CONFLICT (channel_id, provider_message_id) WHERE provider_message_id IS NOT NULL DO NOTHING
-         RETURNING id",
+         RETURNING id, uuid",
     );
-    let ids: Vec<i64> = qb.build_query_scalar().fetch_all(&mut *conn).await?;
+    // RETURNING's order is not the VALUES' order on SQLite: the ids are matched by uuid.
+    let ids: HashMap<Uuid, i64> = qb
+        .build_query_as::<(i64, Uuid)>()
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .map(|(id, uuid)| (uuid, id))
+        .collect();
     if ids.len() != records.len() {
         return Err(StoreError::UniqueViolation(Some(
             "messages_channel_provider_id".into(),
         )));
     }
-    let by_uuid: HashMap<Uuid, MessageRecord> = messages_by_ids(conn, &ids)
-        .await?
-        .into_iter()
-        .map(|m| (m.uuid, m))
-        .collect();
-    Ok(by_uuid)
+    // Every row was written (no conflict skipped one), and each holds exactly what the INSERT
+    // bound: the records are built from it, with no read-back of the rows.
+    records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let id = *ids.get(&r.new.uuid).ok_or_else(|| {
+                StoreError::Other("a message of the group was not written".into())
+            })?;
+            let record = r.new.as_written(Written {
+                id,
+                provider_message_id: r.new.provider_message_id.clone(),
+                contact: &contacts[i].0,
+                conversation: conversations[i].0.as_ref(),
+                consent_uuid: None,
+                trace: r.trace.map(str::to_owned),
+            });
+            Ok((record.uuid, record))
+        })
+        .collect()
 }

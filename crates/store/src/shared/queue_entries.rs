@@ -26,7 +26,7 @@ pub(super) async fn enqueue(
     )
     .bind(message_id)
     .bind(new.org_id)
-    .bind(new.channel_id)
+    .bind(new.channel.id)
     .bind(queue.batch_id)
     .bind(queue.not_before)
     .execute(&mut *conn)

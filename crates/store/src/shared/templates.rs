@@ -169,7 +169,7 @@ pub(super) async fn insert_consent(
     .bind(consent.uuid)
     .bind(new.org_id)
     .bind(contact_id)
-    .bind(new.channel_id)
+    .bind(new.channel.id)
     .bind(consent.template_id)
     .bind(consent.api_key_id)
     .bind(consent.context.as_str())

@@ -43,6 +43,8 @@ fn phone(s: &str) -> Phone {
 struct Fixture {
     org: i64,
     channel: i64,
+    /// The channel as a send names it.
+    identity: ChannelIdentity,
     key: i64,
 }
 
@@ -76,6 +78,7 @@ async fn fixture(s: &SharedStore) -> Fixture {
     Fixture {
         org: org.id,
         channel: channel.id,
+        identity: channel.identity(),
         key: key.id,
     }
 }
@@ -88,7 +91,7 @@ fn outbound(
 ) -> NewOutbound {
     NewOutbound {
         org_id: f.org,
-        channel_id: f.channel,
+        channel: f.identity.clone(),
         api_key_id: Some(f.key),
         recipient,
         conversation: policy,
@@ -731,7 +734,7 @@ async fn history_filters_and_cursor(s: SharedStore) {
             10 + i / 2,
         );
         if i == 5 {
-            o.channel_id = second_channel.id;
+            o.channel = second_channel.identity();
             o.status = MessageStatus::Failed;
         }
         ids.push(s.record_outbound(o, None, no_effects()).await.unwrap());
@@ -1146,6 +1149,9 @@ async fn grouped_records_commit_together_and_fail_alone(s: SharedStore) {
         }
         let r = result.unwrap_or_else(|e| panic!("record {i} failed: {e}"));
         assert_eq!(r.message.uuid, uuid, "each sender gets its own record");
+        // A group's records are built from what its INSERT wrote, not read back: each is the
+        // message as a later read finds it.
+        assert_eq!(r.message, s.find_message(f.org, uuid).await.unwrap());
         created.0 += usize::from(r.contact_created);
         created.1 += usize::from(r.conversation_created);
         assert_eq!(
@@ -1320,6 +1326,12 @@ async fn a_reused_provider_id_does_not_lose_the_sent_message(s: SharedStore) {
         .unwrap();
     assert_eq!(second.message.provider_message_id, None);
     assert_ne!(second.message.id, first.message.id);
+    // The records are built from what was written, not read back: each is the message as a
+    // later read finds it (the second without the id the channel already had).
+    for r in [&first, &second] {
+        let stored = s.find_message(f.org, r.message.uuid).await.unwrap();
+        assert_eq!(r.message, stored);
+    }
     let events = s.list_outbox_events(f.org, 100).await.unwrap();
     let sent = events.iter().filter(|e| e.name == "message.sent").count();
     assert_eq!(sent, 2, "both sends emitted message.sent");

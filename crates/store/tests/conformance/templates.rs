@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::support::*;
 use switchboard_domain::api_key;
-use switchboard_domain::channel::ChannelType;
+use switchboard_domain::channel::{ChannelIdentity, ChannelType};
 use switchboard_domain::event::{Actor, Effects, EventCategory, OrgEvent, Subject};
 use switchboard_domain::message::{MessageStatus, MessageType};
 use switchboard_domain::phone::Phone;
@@ -33,6 +33,8 @@ fn phone(s: &str) -> Phone {
 struct Fixture {
     org: i64,
     channel: i64,
+    /// The channel as a send names it.
+    identity: ChannelIdentity,
     other_channel: i64,
     key: i64,
 }
@@ -66,6 +68,7 @@ async fn fixture(s: &SharedStore) -> Fixture {
     Fixture {
         org: org.id,
         channel: channel.id,
+        identity: channel.identity(),
         other_channel: other_channel.id,
         key: key.id,
     }
@@ -330,7 +333,7 @@ async fn templates_change_by_admin_and_by_provider_status(ts: &TestStore) {
 fn outbound(f: &Fixture, p: &str, policy: ConversationPolicy, at: i64) -> NewOutbound {
     NewOutbound {
         org_id: f.org,
-        channel_id: f.channel,
+        channel: f.identity.clone(),
         api_key_id: Some(f.key),
         recipient: RecipientRef::Phone(phone(p)),
         conversation: policy,
@@ -400,6 +403,11 @@ async fn consented_sends_store_and_link_the_evidence(ts: &TestStore) {
     assert_eq!(conv.consent_uuid, Some(c1.uuid));
     assert_eq!(first.message.consent_uuid, Some(c1.uuid));
     assert_eq!(first.message.conversation_uuid, Some(conv.uuid));
+    // Built from what was written (with its consent), not read back: the message as stored.
+    assert_eq!(
+        first.message,
+        s.find_message(f.org, first.message.uuid).await.unwrap()
+    );
     let stored = s.find_consent(f.org, c1.uuid).await.unwrap().unwrap();
     assert_eq!(stored.contact_id, first.contact.id);
     assert_eq!(stored.channel_id, f.channel);
