@@ -157,6 +157,15 @@ pub(crate) async fn reserve_slot(
 /// ones into a burst above the rate.
 pub(crate) const LATE_TOLERANCE: Duration = Duration::from_millis(25);
 
+/// Sleeps until `slot` unless it has come already (an unpaced channel's slot is now). Tokio's
+/// timer rounds a deadline up to its next millisecond tick, so sleeping until an instant
+/// already past still waits for that tick: 0 to 1 ms on every send of an unpaced channel.
+pub(crate) async fn wait_for_slot(slot: tokio::time::Instant) {
+    if slot > tokio::time::Instant::now() {
+        tokio::time::sleep_until(slot).await;
+    }
+}
+
 /// Whether a send woken now for `slot` is still on time.
 pub(crate) fn on_time(slot: tokio::time::Instant) -> bool {
     let on_time = tokio::time::Instant::now() <= slot + LATE_TOLERANCE;
@@ -181,7 +190,7 @@ pub(crate) async fn wait_for_pace(
         let left = until.saturating_duration_since(tokio::time::Instant::now());
         match reserve_slot(provider, pacer, channel, recipient, clock, left).await {
             Ok(slot) => {
-                tokio::time::sleep_until(slot).await;
+                wait_for_slot(slot).await;
                 if on_time(slot) {
                     return None;
                 }

@@ -20,7 +20,9 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::provider::{Dispatch, call_or_defer, classify_outcome, on_time, reserve_slot};
+use super::provider::{
+    Dispatch, call_or_defer, classify_outcome, on_time, reserve_slot, wait_for_slot,
+};
 use super::{SendContext, SendError};
 use crate::crypto::SecretBox;
 use crate::ops::channels::provider_for;
@@ -240,7 +242,7 @@ impl SendWorker {
             }
             Err(Dispatch::Called(..)) => unreachable!("a reservation calls nothing"),
         };
-        tokio::time::sleep_until(slot).await;
+        wait_for_slot(slot).await;
         if !on_time(slot) {
             // Woken too late for the slot: back to the queue, due at once, to take a new one.
             return self.defer(&c, Duration::ZERO, false).await;
