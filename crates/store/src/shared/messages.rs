@@ -17,8 +17,10 @@ use switchboard_domain::message::timeline::{self, StepKind};
 use switchboard_domain::message::{Direction, InboundContext, MessageStatus, MessageType};
 
 use super::Conn;
-use super::contacts::{contact_by_phone, fetch_contact};
-use super::conversations::{fetch_conversation, open_conversation_of, open_or_continue};
+use super::contacts::contact_by_phone;
+use super::conversations::{
+    contact_with_open_conversation, continue_or_open, fetch_conversation, open_conversation_of,
+};
 
 macro_rules! select_messages {
     ($rest:literal) => {
@@ -309,16 +311,20 @@ pub(super) async fn write_outbound_in(
     contact_name: Option<String>,
     consent: Option<NewConsent>,
 ) -> StoreResult<RecordedOutbound> {
-    let (contact, contact_created) = match &new.recipient {
+    // An existing contact is read with its open conversation on the channel (one statement);
+    // a contact found or created by phone has its conversation looked up after.
+    let (contact, contact_created, looked_up) = match &new.recipient {
         RecipientRef::Contact(id) => {
-            let c = fetch_contact(tx, *id).await?;
+            let (c, open) = contact_with_open_conversation(tx, *id, new.channel.id).await?;
             if c.org_id != new.org_id {
                 return Err(StoreError::NotFound);
             }
-            (c, false)
+            (c, false, Some(open))
         }
         RecipientRef::Phone(phone) => {
-            contact_by_phone(tx, new.org_id, phone, contact_name.as_deref(), new.now).await?
+            let (c, created) =
+                contact_by_phone(tx, new.org_id, phone, contact_name.as_deref(), new.now).await?;
+            (c, created, None)
         }
     };
     let consent_id = match &consent {
@@ -327,8 +333,12 @@ pub(super) async fn write_outbound_in(
     };
     let (conversation, conversation_created) = match new.conversation {
         ConversationPolicy::OpenOrContinue => {
+            let open = match looked_up {
+                Some(open) => open,
+                None => open_conversation_of(tx, contact.id, new.channel.id).await?,
+            };
             let (c, created) =
-                open_or_continue(tx, new.org_id, contact.id, new.channel.id, new.now).await?;
+                continue_or_open(tx, open, new.org_id, contact.id, new.channel.id, new.now).await?;
             match consent_id {
                 // The consent under which the business initiated it (kept when it had one).
                 Some(consent_id) => {
@@ -344,10 +354,13 @@ pub(super) async fn write_outbound_in(
                 None => (Some(c), created),
             }
         }
-        ConversationPolicy::ContinueIfOpen => (
-            open_conversation_of(tx, contact.id, new.channel.id).await?,
-            false,
-        ),
+        ConversationPolicy::ContinueIfOpen => match looked_up {
+            Some(open) => (open, false),
+            None => (
+                open_conversation_of(tx, contact.id, new.channel.id).await?,
+                false,
+            ),
+        },
     };
     let trace = crate::observe::current_trace();
     let mut provider_message_id = new.provider_message_id.as_deref();

@@ -267,6 +267,16 @@ async fn outbound_messages_open_or_continue_conversations(s: SharedStore) {
         .unwrap();
     assert_eq!(third.conversation.as_ref().map(|c| c.id), Some(conv.id));
     assert!(!third.conversation_created);
+    // A contact by id is read with its open conversation in one statement: both as a later
+    // read finds them.
+    assert_eq!(
+        third.conversation,
+        s.find_conversation(f.org, conv.uuid).await.unwrap()
+    );
+    assert_eq!(
+        Some(third.contact.clone()),
+        s.find_contact(f.org, first.contact.uuid).await.unwrap()
+    );
     assert_eq!(
         s.find_open_conversation(first.contact.id, f.channel)
             .await
@@ -290,6 +300,42 @@ async fn outbound_messages_open_or_continue_conversations(s: SharedStore) {
         third.message
     );
     assert_eq!(s.list_outbox_events(f.org, 10).await.unwrap().len(), 3);
+    // A contact by id with no open conversation on the channel: OpenOrContinue opens one.
+    let lone = s
+        .record_outbound(
+            outbound(
+                &f,
+                RecipientRef::Phone(phone("+4915123456780")),
+                ConversationPolicy::ContinueIfOpen,
+                4,
+            ),
+            None,
+            Box::new(sent_event),
+        )
+        .await
+        .unwrap();
+    assert!(lone.contact_created && lone.conversation.is_none());
+    let opened = s
+        .record_outbound(
+            outbound(
+                &f,
+                RecipientRef::Contact(lone.contact.id),
+                ConversationPolicy::OpenOrContinue,
+                5,
+            ),
+            None,
+            Box::new(sent_event),
+        )
+        .await
+        .unwrap();
+    assert!(opened.conversation_created && !opened.contact_created);
+    let opened_conv = opened.conversation.clone().unwrap();
+    assert_ne!(opened_conv.id, conv.id);
+    assert_eq!(
+        Some(opened_conv.clone()),
+        s.find_conversation(f.org, opened_conv.uuid).await.unwrap()
+    );
+    assert_eq!(opened.message.conversation_uuid, Some(opened_conv.uuid));
     // Another organization's contact is not a recipient.
     let other = fixture(&s).await;
     let wrong = s
