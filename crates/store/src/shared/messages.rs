@@ -13,6 +13,7 @@ use crate::{
 };
 use switchboard_domain::Timestamp;
 use switchboard_domain::channel::{ChannelIdentity, ChannelType};
+use switchboard_domain::contact::{Contact, Conversation};
 use switchboard_domain::message::timeline::{self, StepKind};
 use switchboard_domain::message::{Direction, InboundContext, MessageStatus, MessageType};
 
@@ -331,37 +332,8 @@ pub(super) async fn write_outbound_in(
         Some(c) => Some(super::templates::insert_consent(tx, &new, contact.id, c).await?),
         None => None,
     };
-    let (conversation, conversation_created) = match new.conversation {
-        ConversationPolicy::OpenOrContinue => {
-            let open = match looked_up {
-                Some(open) => open,
-                None => open_conversation_of(tx, contact.id, new.channel.id).await?,
-            };
-            let (c, created) =
-                continue_or_open(tx, open, new.org_id, contact.id, new.channel.id, new.now).await?;
-            match consent_id {
-                // The consent under which the business initiated it (kept when it had one).
-                Some(consent_id) => {
-                    sqlx::query(
-                        "UPDATE conversations SET consent_id = $1 WHERE id = $2 AND consent_id IS NULL",
-                    )
-                    .bind(consent_id)
-                    .bind(c.id)
-                    .execute(&mut *tx)
-                    .await?;
-                    (Some(fetch_conversation(tx, c.id).await?), created)
-                }
-                None => (Some(c), created),
-            }
-        }
-        ConversationPolicy::ContinueIfOpen => match looked_up {
-            Some(open) => (open, false),
-            None => (
-                open_conversation_of(tx, contact.id, new.channel.id).await?,
-                false,
-            ),
-        },
-    };
+    let (conversation, conversation_created) =
+        record_conversation(tx, &new, &contact, looked_up, consent_id).await?;
     let trace = crate::observe::current_trace();
     let mut provider_message_id = new.provider_message_id.as_deref();
     let mut journey = new.steps.clone();
@@ -434,6 +406,49 @@ pub(super) async fn write_outbound_in(
         conversation_created,
     };
     Ok(recorded)
+}
+
+/// The conversation of an outbound record under its policy: `looked_up` is the contact's open
+/// conversation when it was read with the contact (`None`: not read yet). An initiation's
+/// consent (`consent_id`) is kept on the conversation it opens or continues.
+async fn record_conversation(
+    tx: &mut Conn,
+    new: &NewOutbound,
+    contact: &Contact,
+    looked_up: Option<Option<Conversation>>,
+    consent_id: Option<i64>,
+) -> StoreResult<(Option<Conversation>, bool)> {
+    Ok(match new.conversation {
+        ConversationPolicy::OpenOrContinue => {
+            let open = match looked_up {
+                Some(open) => open,
+                None => open_conversation_of(tx, contact.id, new.channel.id).await?,
+            };
+            let (c, created) =
+                continue_or_open(tx, open, new.org_id, contact.id, new.channel.id, new.now).await?;
+            match consent_id {
+                // The consent under which the business initiated it (kept when it had one).
+                Some(consent_id) => {
+                    sqlx::query(
+                        "UPDATE conversations SET consent_id = $1 WHERE id = $2 AND consent_id IS NULL",
+                    )
+                    .bind(consent_id)
+                    .bind(c.id)
+                    .execute(&mut *tx)
+                    .await?;
+                    (Some(fetch_conversation(tx, c.id).await?), created)
+                }
+                None => (Some(c), created),
+            }
+        }
+        ConversationPolicy::ContinueIfOpen => match looked_up {
+            Some(open) => (open, false),
+            None => (
+                open_conversation_of(tx, contact.id, new.channel.id).await?,
+                false,
+            ),
+        },
+    })
 }
 
 #[async_trait]
