@@ -273,6 +273,42 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Each multi-row `UPDATE ... FROM (VALUES ...)` finds its rows by primary key. SQLite has
+    /// no statistics here (nothing runs `ANALYZE`), so its plans depend on the statement alone;
+    /// a term the planner misjudges made it scan the whole target table for every statement
+    /// (`shared::completions::push_complete_many`).
+    #[tokio::test]
+    async fn multi_row_updates_find_their_rows_by_primary_key() {
+        let dir = std::env::temp_dir().join(format!("sb-plans-{}", uuid::Uuid::new_v4()));
+        let store = SqliteStore::connect(&dir.join("db.sqlite"), 1)
+            .await
+            .unwrap();
+        store.run_migrations().await.unwrap();
+        let mut conn = store.writer().acquire().await.unwrap();
+        let plans = shared::plans::explain_multi_row_updates(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(plans.len(), 2);
+        for (name, lines) in plans {
+            let target = lines
+                .iter()
+                .find(|l| l.starts_with("SEARCH") && !l.contains("VALUES"));
+            assert!(
+                target.is_some_and(|l| l.contains("USING INTEGER PRIMARY KEY (rowid=?)")),
+                "{name}: the target rows are not found by primary key: {lines:?}"
+            );
+            assert!(
+                lines
+                    .iter()
+                    .all(|l| !l.starts_with("SCAN") || l.contains("VALUES")),
+                "{name}: a table is scanned: {lines:?}"
+            );
+        }
+        drop(conn);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// The background task copies the WAL into the database file: with the automatic checkpoint
     /// far above what is written here, only the task can make the database file grow.
     #[tokio::test]

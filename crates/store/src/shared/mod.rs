@@ -27,6 +27,8 @@ mod messages;
 mod org_log;
 mod orgs;
 mod outbound_group;
+#[cfg(test)]
+pub(super) mod plans;
 mod queue;
 mod queue_entries;
 mod system;

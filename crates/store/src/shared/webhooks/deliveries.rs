@@ -130,40 +130,13 @@ async fn record_successes(
 ) -> StoreResult<Vec<usize>> {
     let mut recorded = Vec::with_capacity(which.len());
     for chunk in which.chunks(SUCCESS_CHUNK) {
-        // The same for every plain success but its time (`delivered_at`, bound per row).
-        let t = delivery::plain_success(outcomes[chunk[0]].now);
-        debug_assert_eq!(t.delivered_at, Some(outcomes[chunk[0]].now));
-        let mut qb = QueryBuilder::<Db>::new("UPDATE webhook_deliveries SET status = ");
-        qb.push_bind(t.status.as_str())
-            .push(", due_at = ")
-            .push_bind(t.next_attempt_at)
-            .push(", next_attempt_at = ")
-            .push_bind(t.next_attempt_at)
-            .push(", lease_token = NULL, lease_until = NULL, response_status = v.column3, error_code = ")
-            .push_bind(t.error_code)
-            .push(", error_message = ")
-            .push_bind(t.error_message)
-            .push(
-                ", delivered_at = v.column4, updated_at = v.column4,
-                 first_attempt = COALESCE(v.column5, webhook_deliveries.first_attempt) FROM (",
-            );
         // A first attempt is kept in the delivery row (`first_attempt`), a later one in the log.
         let first: Vec<Option<String>> = chunk
             .iter()
             .map(|&i| first_attempt::text(&outcomes[i].attempt))
             .collect();
-        qb.push_values(chunk.iter().zip(&first), |mut row, (&i, first)| {
-            let o = &outcomes[i];
-            row.push_bind(o.delivery_id)
-                .push_bind(o.token)
-                .push_bind(o.attempt.response_status)
-                .push_bind(o.now)
-                .push_bind(first.as_deref());
-        });
-        qb.push(
-            ") AS v WHERE webhook_deliveries.id = v.column1 AND webhook_deliveries.lease_token = v.column2
-             RETURNING webhook_deliveries.id",
-        );
+        let mut qb = QueryBuilder::<Db>::new("");
+        push_successes(&mut qb, outcomes, chunk, &first);
         // On PostgreSQL, planned at each execution, not through the plan cache: a connection's
         // cached plan keeps the table size of the moment it was made until the table is next
         // analyzed. Made at start-up on an empty table, it scanned the whole table (a
@@ -213,6 +186,48 @@ async fn record_successes(
         qb.build().execute(&mut *conn).await?;
     }
     Ok(recorded)
+}
+
+/// The statement of one chunk of [`record_successes`] (`chunk`: indexes into `outcomes`; `first`:
+/// each one's first attempt as kept in the row, or none), appended to `qb`: every row found by
+/// its primary key (checked by `sqlite::tests::multi_row_updates_find_their_rows_by_primary_key`).
+pub(in super::super) fn push_successes<'a>(
+    qb: &mut QueryBuilder<'a, Db>,
+    outcomes: &'a [AttemptOutcome],
+    chunk: &'a [usize],
+    first: &'a [Option<String>],
+) {
+    // The same for every plain success but its time (`delivered_at`, bound per row).
+    let t = delivery::plain_success(outcomes[chunk[0]].now);
+    debug_assert_eq!(t.delivered_at, Some(outcomes[chunk[0]].now));
+    qb.push("UPDATE webhook_deliveries SET status = ")
+        .push_bind(t.status.as_str())
+        .push(", due_at = ")
+        .push_bind(t.next_attempt_at)
+        .push(", next_attempt_at = ")
+        .push_bind(t.next_attempt_at)
+        .push(
+            ", lease_token = NULL, lease_until = NULL, response_status = v.column3, error_code = ",
+        )
+        .push_bind(t.error_code)
+        .push(", error_message = ")
+        .push_bind(t.error_message)
+        .push(
+            ", delivered_at = v.column4, updated_at = v.column4,
+             first_attempt = COALESCE(v.column5, webhook_deliveries.first_attempt) FROM (",
+        );
+    qb.push_values(chunk.iter().zip(first), |mut row, (&i, first)| {
+        let o = &outcomes[i];
+        row.push_bind(o.delivery_id)
+            .push_bind(o.token)
+            .push_bind(o.attempt.response_status)
+            .push_bind(o.now)
+            .push_bind(first.as_deref());
+    });
+    qb.push(
+        ") AS v WHERE webhook_deliveries.id = v.column1 AND webhook_deliveries.lease_token = v.column2
+         RETURNING webhook_deliveries.id",
+    );
 }
 
 /// Records one outcome inside a batch (its delivery is still leased by the outcome's claim and

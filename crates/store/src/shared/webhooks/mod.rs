@@ -12,6 +12,8 @@
 mod attempts;
 mod claims;
 mod deliveries;
+#[cfg(test)]
+pub(super) use deliveries::push_successes;
 mod endpoints;
 mod ledger;
 mod recovery;
