@@ -6,7 +6,7 @@
 //! send (`send`: a [`RecordedSend`]) or a batch (`batch`: a [`BatchRecord`]) as JSON, from which
 //! the API renders its answer, the first time and on every replay ([`Stored`]).
 
-use super::{Conn, Db};
+use super::{Conn, Db, dialect};
 use crate::queue::BatchRecord;
 use crate::{
     ClaimCompletion, ClaimToken, RecordedOutbound, RecordedSend, StoreError, StoreResult, Stored,
@@ -114,7 +114,16 @@ pub(crate) async fn complete_many_tx(conn: &mut Conn, done: &[Completion]) -> St
     for chunk in done.chunks(500) {
         let mut qb = sqlx::QueryBuilder::<Db>::new("");
         push_complete_many(&mut qb, chunk);
-        let updated = qb.build().execute(&mut *conn).await?.rows_affected();
+        // On PostgreSQL, planned at each execution (as the deliveries' multi-row update, for the
+        // same reason): a connection's cached generic plan, made while the table was small,
+        // kept a sequential scan and a hash join of the whole table (`EXPLAIN EXECUTE` after
+        // 50 000 records: 17 ms a group, where the fresh plan's primary key takes 0.3 ms).
+        let updated = qb
+            .build()
+            .persistent(dialect::CACHE_GROWING_PLANS)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
         if updated != chunk.len() as u64 {
             return Err(StoreError::ClaimLost);
         }
