@@ -84,6 +84,16 @@ const SELECT_RECIPIENTS: &str =
         r.attempts, r.message_id, r.error_code, r.error_message, r.updated_at
  FROM campaign_recipients r JOIN contacts ct ON ct.id = r.contact_id ";
 
+/// The campaign worker's next recipients: pending, with no lease or an expired one, oldest
+/// first. The partial index `campaign_recipients_pending (id) WHERE status = 'pending'`
+/// (migration 0052) gives them in order; with the earlier `(lease_until, id)` index SQLite
+/// walked the whole table by id, through every recipient already sent, inside the writer's
+/// transaction (18 ms a claim at 300 000 sent recipients). Checked by
+/// `sqlite::tests::statements_on_growing_tables_use_their_keys`.
+pub(super) const PENDING_RECIPIENTS: &str = "SELECT id FROM campaign_recipients
+     WHERE status = 'pending' AND (lease_until IS NULL OR lease_until <= $1)
+     ORDER BY id LIMIT $2";
+
 #[derive(sqlx::FromRow)]
 struct RecipientRow {
     id: i64,
@@ -197,16 +207,12 @@ impl CampaignStore for Backend {
         limit: i64,
     ) -> StoreResult<Vec<ClaimedRecipient>> {
         let mut tx = self.write().await?;
-        let ids: Vec<i64> = sqlx::query_scalar(&format!(
-            "SELECT id FROM campaign_recipients
-             WHERE status = 'pending' AND (lease_until IS NULL OR lease_until <= $1)
-             ORDER BY id LIMIT $2{}",
-            dialect::SKIP_LOCKED
-        ))
-        .bind(now)
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
+        let ids: Vec<i64> =
+            sqlx::query_scalar(&format!("{PENDING_RECIPIENTS}{}", dialect::SKIP_LOCKED))
+                .bind(now)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?;
         let until = now.saturating_add(lease);
         let mut claimed = Vec::with_capacity(ids.len());
         for id in ids {

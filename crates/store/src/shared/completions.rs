@@ -139,7 +139,7 @@ pub(crate) async fn complete_many_tx(conn: &mut Conn, done: &[Completion]) -> St
 /// beside the join, SQLite's planner scanned the whole table for every group (`SCAN
 /// idempotency_records` with a bloom filter on the `VALUES`): 1 to 3 ms a group with 12 000
 /// kept records, growing with the day's sends. Without it, each row is found by its primary
-/// key (checked by `sqlite::tests::multi_row_updates_find_their_rows_by_primary_key`).
+/// key (checked by `sqlite::tests::statements_on_growing_tables_use_their_keys`).
 pub(super) fn push_complete_many<'a>(qb: &mut sqlx::QueryBuilder<'a, Db>, chunk: &'a [Completion]) {
     qb.push(
         "UPDATE idempotency_records

@@ -1,11 +1,13 @@
-//! The plans of the multi-row `UPDATE ... FROM (VALUES ...)` statements, for the planner test
-//! `sqlite::tests::multi_row_updates_find_their_rows_by_primary_key`. Compiled into both
-//! backends' copies of `shared` (tests only); SQLite's test uses it.
+//! The plans of statements whose rows SQLite's planner once found by scanning a whole table
+//! (the multi-row `UPDATE ... FROM (VALUES ...)` statements, the campaign worker's claim), for
+//! the planner test `sqlite::tests::statements_on_growing_tables_use_their_keys`. Compiled into
+//! both backends' copies of `shared` (tests only); SQLite's test uses it.
 #![allow(dead_code)]
 
 use sqlx::QueryBuilder;
 use uuid::Uuid;
 
+use super::campaigns::PENDING_RECIPIENTS;
 use super::completions::{Completion, push_complete_many};
 use super::webhooks::push_successes;
 use super::{Conn, Db};
@@ -14,10 +16,11 @@ use crate::{ClaimToken, StoreResult, StoredResponse};
 use switchboard_domain::Timestamp;
 use switchboard_domain::webhooks::delivery::Disposition;
 
-/// Each multi-row update, named, with the lines of its `EXPLAIN QUERY PLAN` (three rows each).
-pub(crate) async fn explain_multi_row_updates(
+/// Each statement, named, with the line its plan must hold and the lines of its `EXPLAIN QUERY
+/// PLAN` (the multi-row updates with three rows each).
+pub(crate) async fn explain_statements(
     conn: &mut Conn,
-) -> StoreResult<Vec<(&'static str, Vec<String>)>> {
+) -> StoreResult<Vec<(&'static str, &'static str, Vec<String>)>> {
     let completions: Vec<Completion> = (1..=3)
         .map(|record_id| {
             let token = ClaimToken {
@@ -33,7 +36,7 @@ pub(crate) async fn explain_multi_row_updates(
         .collect();
     let mut qb = QueryBuilder::<Db>::new("EXPLAIN QUERY PLAN ");
     push_complete_many(&mut qb, &completions);
-    let claims = lines(qb, conn).await?;
+    let claims = lines(qb.build(), conn).await?;
 
     let now = Timestamp::from_millis(1_800_000_000_000);
     let outcomes: Vec<AttemptOutcome> = (1..=3)
@@ -60,15 +63,36 @@ pub(crate) async fn explain_multi_row_updates(
     let first = [Some("{}".to_owned()), None, None];
     let mut qb = QueryBuilder::<Db>::new("EXPLAIN QUERY PLAN ");
     push_successes(&mut qb, &outcomes, &chunk, &first);
-    let successes = lines(qb, conn).await?;
+    let successes = lines(qb.build(), conn).await?;
+
+    let mut qb = QueryBuilder::<Db>::new("EXPLAIN QUERY PLAN ");
+    qb.push(PENDING_RECIPIENTS);
+    let recipients = lines(qb.build().bind(now).bind(10_i64), conn).await?;
 
     Ok(vec![
-        ("idempotency completions", claims),
-        ("delivery successes", successes),
+        (
+            "idempotency completions",
+            "SEARCH idempotency_records USING INTEGER PRIMARY KEY (rowid=?)",
+            claims,
+        ),
+        (
+            "delivery successes",
+            "SEARCH webhook_deliveries USING INTEGER PRIMARY KEY (rowid=?)",
+            successes,
+        ),
+        (
+            "campaign claims",
+            "SCAN campaign_recipients USING INDEX campaign_recipients_pending",
+            recipients,
+        ),
     ])
 }
 
-async fn lines(mut qb: QueryBuilder<'_, Db>, conn: &mut Conn) -> StoreResult<Vec<String>> {
-    let rows: Vec<(i64, i64, i64, String)> = qb.build_query_as().fetch_all(&mut *conn).await?;
-    Ok(rows.into_iter().map(|r| r.3).collect())
+async fn lines<'q>(
+    query: sqlx::query::Query<'q, Db, <Db as sqlx::Database>::Arguments<'q>>,
+    conn: &mut Conn,
+) -> StoreResult<Vec<String>> {
+    use sqlx::Row;
+    let rows = query.fetch_all(&mut *conn).await?;
+    Ok(rows.iter().map(|r| r.get::<String, _>(3)).collect())
 }

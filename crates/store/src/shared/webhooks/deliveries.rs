@@ -190,7 +190,7 @@ async fn record_successes(
 
 /// The statement of one chunk of [`record_successes`] (`chunk`: indexes into `outcomes`; `first`:
 /// each one's first attempt as kept in the row, or none), appended to `qb`: every row found by
-/// its primary key (checked by `sqlite::tests::multi_row_updates_find_their_rows_by_primary_key`).
+/// its primary key (checked by `sqlite::tests::statements_on_growing_tables_use_their_keys`).
 pub(in super::super) fn push_successes<'a>(
     qb: &mut QueryBuilder<'a, Db>,
     outcomes: &'a [AttemptOutcome],
