@@ -49,6 +49,14 @@ impl Runtime {
             .migrate()
             .await
             .context("cannot apply database migrations")?;
+        if config.retention_partitions {
+            store.partition_for_retention().await.with_context(|| {
+                format!(
+                    "{}: cannot partition the webhook tables",
+                    env_name("retention_partitions")
+                )
+            })?;
+        }
         let key = match &config.master_key {
             MasterKeySource::Configured(k) => k.clone(),
             MasterKeySource::File(path) => {

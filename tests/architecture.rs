@@ -720,7 +720,7 @@ const MAX_FN_LINES: usize = 120;
 /// code over the limits is split instead (issue 33 emptied this list of it).
 const OVERSIZED: &[(&str, usize)] = &[
     // Table-like: the configuration, one setting per line, each read and checked in place.
-    ("src/config/mod.rs::from_sources", 151),
+    ("src/config/mod.rs::from_sources", 144),
 ];
 
 /// (name, lines) of every production file and function of `source` over the limits; a file is

@@ -79,6 +79,9 @@ pub struct Config {
     pub rate_limits: RateLimits,
     pub rate_limit_overrides: BTreeMap<i64, RateLimits>,
     pub delivery_retention: Duration,
+    /// PostgreSQL: the webhook tables are partitioned so that retention drops whole partitions
+    /// (converted once by `migrate` and `serve`; see docs/operations.md).
+    pub retention_partitions: bool,
     pub idempotency_retention: Duration,
     pub idempotency_lease: Duration,
     pub provider_timeout: Duration,
@@ -228,6 +231,7 @@ impl Config {
                 Duration::from_secs(1),
                 Duration::from_secs(3650 * 86400),
             )?,
+            retention_partitions: src.boolean("retention_partitions")?,
             idempotency_retention: src.duration(
                 "idempotency_retention",
                 Duration::from_millis(1),
@@ -280,15 +284,7 @@ impl Config {
                 Duration::ZERO,
                 Duration::from_secs(86400),
             )?,
-            consent_max_age: if src.get("consent_max_age").is_empty() {
-                None
-            } else {
-                Some(src.duration(
-                    "consent_max_age",
-                    Duration::from_secs(60),
-                    Duration::from_secs(36500 * 86400),
-                )?)
-            },
+            consent_max_age: consent_max_age(&src)?,
             log,
             log_format,
         })
@@ -439,5 +435,19 @@ fn otlp_endpoint(src: &Sources<'_>) -> Result<Option<String>, ConfigError> {
     })
 }
 
+/// `SWITCHBOARD_CONSENT_MAX_AGE`: unset means evidence of consent never ages out.
+fn consent_max_age(src: &Sources<'_>) -> Result<Option<Duration>, ConfigError> {
+    if src.get("consent_max_age").is_empty() {
+        return Ok(None);
+    }
+    src.duration(
+        "consent_max_age",
+        Duration::from_secs(60),
+        Duration::from_secs(36500 * 86400),
+    )
+    .map(Some)
+}
+
 #[cfg(test)]
 mod tests;
+

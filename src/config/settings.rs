@@ -125,6 +125,11 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "how long webhook delivery records are kept",
     },
     Setting {
+        name: "retention_partitions",
+        default: "false",
+        meaning: "PostgreSQL only: partition the webhook tables (events, deliveries, attempts) so that retention drops whole partitions instead of deleting rows; migrate and serve convert the tables once, and there is no way back (docs/operations.md)",
+    },
+    Setting {
         name: "idempotency_retention",
         default: "7d",
         meaning: "how long idempotency records are kept",

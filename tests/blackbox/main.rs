@@ -33,6 +33,7 @@ mod operators;
 mod ordering;
 mod org_data;
 mod org_features;
+mod partitions;
 mod readme;
 mod recovery;
 mod reliability;

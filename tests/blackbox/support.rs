@@ -82,6 +82,13 @@ pub fn postgres_url() -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// `SWITCHBOARD_TEST_RETENTION_PARTITIONS=true`: every PostgreSQL test server partitions its
+/// webhook tables for retention (`SWITCHBOARD_RETENTION_PARTITIONS`), so the whole suite runs on
+/// that shape of the tables.
+pub fn partitioned_suite() -> bool {
+    std::env::var("SWITCHBOARD_TEST_RETENTION_PARTITIONS").is_ok_and(|v| v == "true")
+}
+
 pub fn redis_url() -> Option<String> {
     std::env::var("SWITCHBOARD_TEST_REDIS_URL")
         .ok()
@@ -129,7 +136,7 @@ impl TestEnv {
 
     /// The environment of every process of this test (on top of a cleaned parent environment).
     pub fn base_env(&self) -> Vec<(String, String)> {
-        vec![
+        let mut env = vec![
             ("SWITCHBOARD_DATABASE_URL".into(), self.database_url.clone()),
             ("SWITCHBOARD_MASTER_KEY".into(), self.master_key.clone()),
             ("SWITCHBOARD_LISTEN".into(), "127.0.0.1:0".into()),
@@ -142,7 +149,12 @@ impl TestEnv {
             // 70 client connections on a quiet machine. Eight each leaves headroom for a slow
             // one; a test that needs more sets its own.
             ("SWITCHBOARD_DATABASE_MAX_CONNECTIONS".into(), "8".into()),
-        ]
+        ];
+        // The whole suite on partitioned webhook tables (retention by partition), on request.
+        if self.backend == Backend::Postgres && partitioned_suite() {
+            env.push(("SWITCHBOARD_RETENTION_PARTITIONS".into(), "true".into()));
+        }
+        env
     }
 
     fn command(&self, extra: &[(&str, &str)]) -> Command {

@@ -2173,12 +2173,19 @@ async fn claims_ahead_are_handed_back_at_sigterm(backend: Backend) {
 /// attempts in flight, another instance takes them over once their leases expire, with the
 /// interrupted attempts logged, and every one is delivered.
 async fn handed_deliveries_are_taken_over_after_kill_9(backend: Backend) {
+    handed_takeover(backend, &[]).await
+}
+
+/// [`handed_deliveries_are_taken_over_after_kill_9`] with `extra` settings for both instances
+/// (`partitions.rs` runs it on partitioned tables).
+pub async fn handed_takeover(backend: Backend, extra: &[(&'static str, &'static str)]) {
     let env = TestEnv::new(backend).await;
     let seed = env.seed().await;
-    let settings = with(&[
+    let mut settings = with(&[
         ("SWITCHBOARD_WEBHOOK_TIMEOUT", "5s"),
         ("SWITCHBOARD_WEBHOOK_ENDPOINT_CONCURRENCY", "4"),
     ]);
+    settings.extend_from_slice(extra);
     let mut a = env.start(&settings).await;
     let b = env.start(&settings).await;
     let rx = Receiver::start().await;

@@ -173,6 +173,11 @@ pub(super) mod dialect {
            AND feed_txid < pg_snapshot_xmin(pg_current_snapshot()) AND org_id = ";
     pub const FEED_ORDER: &str = " ORDER BY feed_txid, id";
 
+    /// Retention by partition (`postgres/partitions.rs`), once the tables are converted.
+    pub(crate) use super::partitions::{
+        convert as partition_for_retention, drop_expired as drop_expired_partitions, row_purged,
+    };
+
     /// The feed's position condition: after (txid, id).
     pub fn push_feed_after(
         qb: &mut sqlx::QueryBuilder<'_, sqlx::Postgres>,
@@ -185,6 +190,8 @@ pub(super) mod dialect {
             .push(")");
     }
 }
+
+mod partitions;
 
 #[allow(clippy::duplicate_mod)]
 #[path = "shared/mod.rs"]

@@ -237,6 +237,30 @@ pub(super) mod dialect {
     ) {
         qb.push(" AND id > ").push_bind(after.id);
     }
+
+    /// The tables whose rows the purge deletes one by one: SQLite's are not partitioned.
+    pub async fn row_purged(
+        _: &sqlx::Pool<sqlx::Sqlite>,
+    ) -> crate::StoreResult<&'static [(&'static str, &'static str)]> {
+        Ok(&[("webhook_deliveries", "events")])
+    }
+
+    /// Retention by partition is PostgreSQL's: SQLite's purge deletes rows in batches.
+    pub async fn partition_for_retention(_: &sqlx::Pool<sqlx::Sqlite>) -> crate::StoreResult<bool> {
+        Err(crate::StoreError::Conflict(
+            "retention by partition needs PostgreSQL; SQLite's purge deletes expired rows in batches".into(),
+        ))
+    }
+
+    /// Retention by partition: SQLite has none (the purge deletes rows).
+    pub async fn drop_expired_partitions(
+        _: &sqlx::Pool<sqlx::Sqlite>,
+        _: switchboard_domain::Timestamp,
+        _: switchboard_domain::Timestamp,
+        _: std::time::Duration,
+    ) -> crate::StoreResult<crate::webhooks::DroppedPartitions> {
+        Ok(Default::default())
+    }
 }
 
 #[allow(clippy::duplicate_mod)]

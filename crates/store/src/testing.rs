@@ -51,6 +51,19 @@ impl TestStore {
         }
     }
 
+    /// Whether the webhook tables are partitioned for retention (PostgreSQL, once
+    /// `partition_for_retention` ran).
+    pub async fn partitioned(&self) -> bool {
+        self.pg.is_some()
+            && self
+                .raw_execute(
+                    "SELECT 1 FROM pg_partitioned_table WHERE partrelid = to_regclass('webhook_deliveries')",
+                )
+                .await
+                .unwrap()
+                == 1
+    }
+
     /// `postgres` or `sqlite`.
     pub fn backend(&self) -> &'static str {
         self.store.backend()

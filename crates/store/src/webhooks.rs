@@ -390,6 +390,15 @@ pub enum AttemptRecorded {
     LeaseLost,
 }
 
+/// What retention by partition dropped (PostgreSQL; SQLite has no partitions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DroppedPartitions {
+    /// Partitions dropped (a deliveries partition goes with its attempts' and counts once).
+    pub partitions: u64,
+    pub deliveries: u64,
+    pub events: u64,
+}
+
 /// Why a manual retry was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RetryRefusal {
@@ -521,6 +530,23 @@ pub trait LedgerStore: Send + Sync {
     ) -> StoreResult<Result<DeliveryRecord, RetryRefusal>>;
     /// Deletes up to `batch` deliveries created before `cutoff` (with their attempts), then up
     /// to `batch` outbox events older than `cutoff` that no delivery refers to. Returns how many
-    /// rows of each were deleted.
+    /// rows of each were deleted. On PostgreSQL with partitioned tables
+    /// ([`LedgerStore::partition_for_retention`]) only rows outside the range partitions
+    /// (written before partitioning, or in the default partition) go this way: the rest go
+    /// whole with their partition ([`LedgerStore::drop_expired_partitions`]).
     async fn purge_deliveries(&self, cutoff: Timestamp, batch: i64) -> StoreResult<(u64, u64)>;
+    /// Retention by partition (`domain::webhooks::retention`; PostgreSQL with partitioned
+    /// tables; otherwise, and on SQLite, it drops nothing): starts a new live partition where the live one's oldest row is `span`
+    /// old, then drops every closed partition whose rows are all older than `cutoff` and
+    /// unheld (deliveries with their attempts; events once no delivery refers to them).
+    async fn drop_expired_partitions(
+        &self,
+        now: Timestamp,
+        cutoff: Timestamp,
+        span: Duration,
+    ) -> StoreResult<DroppedPartitions>;
+    /// Partitions events, deliveries and attempts for retention (PostgreSQL, once; the
+    /// operator's `SWITCHBOARD_RETENTION_PARTITIONS`): returns whether this call converted them
+    /// (`false`: already partitioned). SQLite: refused (`StoreError::Conflict`).
+    async fn partition_for_retention(&self) -> StoreResult<bool>;
 }

@@ -82,7 +82,7 @@ pub struct Args {
     /// texts and every kind) or brokers (deliveries per second to each destination type:
     /// https, redis_stream, nats_jetstream, rabbitmq; `--backlog` sends to `--endpoints`
     /// endpoints of each) or purge (PostgreSQL: a day of `--purge-deliveries` past the
-    /// retention, deleted by the purge).
+    /// retention deleted as rows and dropped as a partition).
     #[arg(long, default_value = "standard")]
     pub scenario: String,
     /// recovery: events kept in the database.
@@ -127,6 +127,9 @@ pub struct Args {
     /// purge: the deliveries (and events) of the day that the purge removes.
     #[arg(long, default_value_t = 10_000_000)]
     pub purge_deliveries: i64,
+    /// purge: rows, partitions or both.
+    #[arg(long, default_value = "both")]
+    pub purge_mode: String,
     /// scale: keep the history database (its URL is printed), to examine it by hand.
     #[arg(long)]
     pub scale_keep: bool,

@@ -1,6 +1,6 @@
 //! The pure rules of webhooks: the event catalogue and subscriptions, endpoint fields, the
 //! retry classes and delays, the delivery state machine and endpoint health, the claim policy,
-//! signing, and the events webhooks cause.
+//! retention by partition, signing, and the events webhooks cause.
 
 pub mod catalogue;
 pub mod claim;
@@ -10,5 +10,6 @@ pub mod endpoint;
 pub mod events;
 pub mod filter;
 pub mod redact;
+pub mod retention;
 pub mod retry;
 pub mod signing;

@@ -24,9 +24,12 @@ impl<'a> TestArg<'a> for &'a TestStore {
     }
 }
 
-/// Declares `name::sqlite` and `name::postgres` for each test function `name`; the PostgreSQL
-/// run is skipped (reported as ignored, never as passed) when `SWITCHBOARD_TEST_POSTGRES_URL`
-/// is unset.
+/// Declares `name::sqlite`, `name::postgres` and `name::postgres_partitioned` for each test
+/// function `name`; the last runs on a PostgreSQL database whose webhook tables are partitioned
+/// for retention (`LedgerStore::partition_for_retention`, the operator's
+/// `SWITCHBOARD_RETENTION_PARTITIONS`), since every statement must work on both shapes. The
+/// PostgreSQL runs are skipped (reported as ignored, never as passed) when
+/// `SWITCHBOARD_TEST_POSTGRES_URL` is unset.
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => { $(
         mod $name {
@@ -45,8 +48,18 @@ macro_rules! conformance {
                     super::$name(TestArg::from_test_store(&s)).await;
                 })
             }
+            fn postgres_partitioned() {
+                $crate::run_async(2, async {
+                    let Some(s) = switchboard_store::testing::postgres().await else {
+                        switchboard_testkit::skip("SWITCHBOARD_TEST_POSTGRES_URL is not set")
+                    };
+                    assert!(s.store.partition_for_retention().await.unwrap());
+                    super::$name(TestArg::from_test_store(&s)).await;
+                })
+            }
             switchboard_testkit::register!("sqlite", sqlite);
             switchboard_testkit::register!("postgres", postgres);
+            switchboard_testkit::register!("postgres_partitioned", postgres_partitioned);
         }
     )* };
 }

@@ -35,6 +35,7 @@ conformance!(
     successes_in_a_batch_keep_their_times_and_reset_health,
     plain_successes_store_what_after_attempt_decides,
     ledger_queries_retry_and_purge,
+    retention_drops_whole_partitions,
     legacy_records_share_the_fan_out,
     master_key_rotation_reseals_signing_secrets_only,
 );
@@ -1294,7 +1295,8 @@ async fn endpoints_are_disabled_at_the_threshold(s: SharedStore) {
     assert_eq!(resumed[0].uuid, held[0].uuid);
 }
 
-async fn ledger_queries_retry_and_purge(s: SharedStore) {
+async fn ledger_queries_retry_and_purge(ts: &TestStore) {
+    let s = ts.store.clone();
     let org = s.create_org("Acme", t(0)).await.unwrap();
     let a = create(&s, org.id, "https://a.example.com/a", &["*"]).await;
     let b = create(
@@ -1460,6 +1462,14 @@ async fn ledger_queries_retry_and_purge(s: SharedStore) {
         Err(RetryRefusal::EndpointDeleted)
     );
 
+    if ts.partitioned().await {
+        // The rows are in a range partition: they go whole with it, never one by one
+        // (retention_drops_whole_partitions).
+        let before = s.list_deliveries(org.id, &all(100)).await.unwrap();
+        assert_eq!(s.purge_deliveries(t(250), 1000).await.unwrap(), (0, 0));
+        assert_eq!(s.list_deliveries(org.id, &all(100)).await.unwrap(), before);
+        return;
+    }
     // Purge: deliveries created before the cutoff (not in flight), then orphaned events.
     let (d, e1) = s.purge_deliveries(t(250), 1000).await.unwrap();
     assert_eq!(d, 2, "the delivery in flight is kept");
@@ -1475,6 +1485,132 @@ async fn ledger_queries_retry_and_purge(s: SharedStore) {
     let (d, _) = s.purge_deliveries(t(250), 1000).await.unwrap();
     assert_eq!(d, 0);
     let _ = a;
+}
+
+/// Rows of a table (counted by a no-op update).
+async fn rows(ts: &TestStore, table: &str, column: &str) -> u64 {
+    ts.raw_execute(&format!("UPDATE {table} SET {column} = {column}"))
+        .await
+        .unwrap()
+}
+
+async fn retention_drops_whole_partitions(ts: &TestStore) {
+    let s = ts.store.clone();
+    let span = Duration::from_millis(10);
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    create(&s, org.id, "https://a.example.com/a", &["*"]).await;
+    emit(&s, org.id, "security.api_key_created", 1000).await;
+    emit(&s, org.id, "security.api_key_created", 1100).await;
+    // An attempt in the log: a retried first attempt.
+    let first = s.claim_deliveries(&claim(1200, 1, 1)).await.unwrap();
+    s.record_attempts(vec![outcome(
+        &first[0],
+        1200,
+        Disposition::RetryAt(t(90_000)),
+        Some(503),
+    )])
+    .await
+    .unwrap();
+    assert_eq!(rows(ts, "webhook_attempts", "number").await, 1);
+    if !ts.partitioned().await {
+        // No partitions (SQLite, or PostgreSQL's tables not converted): nothing dropped, the
+        // rows go one by one.
+        let dropped = s
+            .drop_expired_partitions(t(5000), t(2000), span)
+            .await
+            .unwrap();
+        assert_eq!(dropped, DroppedPartitions::default());
+        assert_eq!(s.purge_deliveries(t(2000), 1000).await.unwrap(), (2, 2));
+        assert_eq!(rows(ts, "webhook_attempts", "number").await, 0);
+        return;
+    }
+    // The live partitions (their oldest rows are a span old) roll; nothing is past the cutoff.
+    let dropped = s
+        .drop_expired_partitions(t(2000), t(500), span)
+        .await
+        .unwrap();
+    assert_eq!(dropped, DroppedPartitions::default());
+    // Later rows go to the new partitions.
+    emit(&s, org.id, "security.api_key_created", 3000).await;
+    let later = s.list_deliveries(org.id, &all(10)).await.unwrap();
+    assert_eq!(later.len(), 3);
+    // Past the cutoff of 2 500: the first partitions go whole (deliveries, the attempt, then
+    // the events no delivery refers to any more); the new ones roll and stay. Two instances
+    // purge at once: each partition goes once, and neither fails.
+    let other = ts.another_instance().await;
+    let (a, b) = tokio::join!(
+        s.drop_expired_partitions(t(4000), t(2500), span),
+        other.drop_expired_partitions(t(4000), t(2500), span)
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let dropped = DroppedPartitions {
+        partitions: a.partitions + b.partitions,
+        deliveries: a.deliveries + b.deliveries,
+        events: a.events + b.events,
+    };
+    assert_eq!(
+        dropped,
+        DroppedPartitions {
+            partitions: 2,
+            deliveries: 2,
+            events: 2
+        }
+    );
+    let kept = s.list_deliveries(org.id, &all(10)).await.unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].created_at, t(3000));
+    assert_eq!(rows(ts, "webhook_attempts", "number").await, 0);
+    assert_eq!(rows(ts, "events", "name").await, 1);
+    // A partition with an attempt in flight is kept until the attempt ends.
+    let flying = s.claim_deliveries(&claim(5000, 1, 1)).await.unwrap();
+    assert_eq!(flying.len(), 1);
+    let dropped = s
+        .drop_expired_partitions(t(6000), t(5500), span)
+        .await
+        .unwrap();
+    assert_eq!(dropped, DroppedPartitions::default(), "held by the lease");
+    s.record_attempts(vec![outcome(
+        &flying[0],
+        5100,
+        Disposition::Delivered,
+        Some(200),
+    )])
+    .await
+    .unwrap();
+    let dropped = s
+        .drop_expired_partitions(t(6000), t(5500), span)
+        .await
+        .unwrap();
+    assert_eq!((dropped.deliveries, dropped.events), (1, 1));
+    assert!(
+        s.list_deliveries(org.id, &all(10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Rows written before partitioning (the history partition) still go one by one.
+    let org_id = org.id;
+    ts.raw_execute(&format!(
+        "INSERT INTO events (id, uuid, org_id, name, data, occurred_at)
+         VALUES (7, gen_random_uuid(), {org_id}, 'security.api_key_created', '{{}}', 'epoch'::timestamptz)"
+    ))
+    .await
+    .unwrap();
+    ts.raw_execute(&format!(
+        "INSERT INTO webhook_deliveries (id, uuid, org_id, event_id, event_name, status, created_at, updated_at)
+         VALUES (9, gen_random_uuid(), {org_id}, 7, 'security.api_key_created', 'delivered', 'epoch', 'epoch')"
+    ))
+    .await
+    .unwrap();
+    ts.raw_execute(
+        "INSERT INTO webhook_attempts (delivery_id, number, started_at) VALUES (9, 1, 'epoch')",
+    )
+    .await
+    .unwrap();
+    assert_eq!(rows(ts, "webhook_deliveries_history", "status").await, 1);
+    assert_eq!(s.purge_deliveries(t(2000), 1000).await.unwrap(), (1, 1));
+    assert_eq!(rows(ts, "webhook_deliveries_history", "status").await, 0);
+    assert_eq!(rows(ts, "webhook_attempts", "number").await, 0);
 }
 
 async fn outcomes_are_recorded_in_batches(s: SharedStore) {

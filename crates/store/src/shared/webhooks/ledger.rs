@@ -10,7 +10,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::super::first_attempt;
-use super::{Backend, Conn, Db, sql};
+use super::{Backend, Conn, Db, dialect, push_in_list, sql};
 use crate::webhooks::*;
 use crate::{StoreError, StoreResult};
 use switchboard_domain::Timestamp;
@@ -264,34 +264,66 @@ impl LedgerStore for Backend {
     }
 
     async fn purge_deliveries(&self, cutoff: Timestamp, batch: i64) -> StoreResult<(u64, u64)> {
-        let mut tx = self.write().await?;
-        let deliveries = sqlx::query(
-            "DELETE FROM webhook_deliveries WHERE id IN (
-                 SELECT id FROM webhook_deliveries WHERE created_at < $1 AND lease_token IS NULL ORDER BY created_at LIMIT $2)",
-        )
-        .bind(cutoff)
-        .bind(batch)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        tx.commit(Effects::none()).await?;
-        let mut tx = self.write().await?;
-        // The events oldest first, each checked for deliveries in the deliveries' event index
-        // (a scalar subquery). Written `AND NOT EXISTS`, PostgreSQL planned a hash anti-join of
-        // both whole tables for every batch: 4 s a batch with 10 million of each
-        // (`bench --scenario purge`).
-        let events = sqlx::query(
-            "DELETE FROM events WHERE id IN (
-                 SELECT e.id FROM events e WHERE e.occurred_at < $1
-                   AND NOT (SELECT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id))
-                 ORDER BY e.occurred_at LIMIT $2)",
-        )
-        .bind(cutoff)
-        .bind(batch)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        tx.commit(Effects::none()).await?;
+        let (mut deliveries, mut events) = (0u64, 0u64);
+        for (delivery_table, event_table) in dialect::row_purged(self.writer()).await? {
+            deliveries += purge_delivery_rows(self, delivery_table, cutoff, batch).await?;
+            let mut tx = self.write().await?;
+            // The events oldest first, each checked for deliveries by the deliveries' event
+            // index. (As `AND NOT EXISTS`, PostgreSQL planned a hash anti-join of both whole
+            // tables for every batch: 4 s a batch with 10 million of each.)
+            events += sqlx::query(&format!(
+                "DELETE FROM {event_table} WHERE id IN (
+                     SELECT e.id FROM {event_table} e WHERE e.occurred_at < $1
+                       AND NOT (SELECT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id))
+                     ORDER BY e.occurred_at LIMIT $2)"
+            ))
+            .bind(cutoff)
+            .bind(batch)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tx.commit(Effects::none()).await?;
+        }
         Ok((deliveries, events))
     }
+
+    async fn drop_expired_partitions(
+        &self,
+        now: Timestamp,
+        cutoff: Timestamp,
+        span: std::time::Duration,
+    ) -> StoreResult<DroppedPartitions> {
+        dialect::drop_expired_partitions(self.writer(), now, cutoff, span).await
+    }
+
+    async fn partition_for_retention(&self) -> StoreResult<bool> {
+        dialect::partition_for_retention(self.writer()).await
+    }
+}
+
+/// Deletes up to `batch` deliveries of `table` created before `cutoff` and not in flight, and
+/// their attempts (no foreign key cascades on PostgreSQL, whose partitions are dropped alone).
+async fn purge_delivery_rows(
+    store: &Backend,
+    table: &str,
+    cutoff: Timestamp,
+    batch: i64,
+) -> StoreResult<u64> {
+    let mut tx = store.write().await?;
+    let ids: Vec<i64> = sqlx::query_scalar(&format!(
+        "DELETE FROM {table} WHERE id IN (
+             SELECT id FROM {table} WHERE created_at < $1 AND lease_token IS NULL ORDER BY created_at LIMIT $2)
+         RETURNING id"
+    ))
+    .bind(cutoff)
+    .bind(batch)
+    .fetch_all(&mut *tx)
+    .await?;
+    for chunk in ids.chunks(super::super::IN_LIST_CHUNK) {
+        let mut qb = QueryBuilder::<Db>::new("DELETE FROM webhook_attempts WHERE delivery_id");
+        push_in_list(&mut qb, chunk);
+        qb.build().execute(&mut *tx).await?;
+    }
+    tx.commit(Effects::none()).await?;
+    Ok(ids.len() as u64)
 }
