@@ -450,4 +450,3 @@ fn consent_max_age(src: &Sources<'_>) -> Result<Option<Duration>, ConfigError> {
 
 #[cfg(test)]
 mod tests;
-

@@ -215,6 +215,19 @@ pub(super) mod dialect {
     /// plans were PostgreSQL's, whose plan cache keeps the table size of the moment a plan was
     /// made; SQLite keeps preparing once per connection).
     pub const CACHE_GROWING_PLANS: bool = true;
+    /// Whether a multi-row statement by delivery ids also states their range: no (SQLite's
+    /// tables are not partitioned, and the range could lead its planner off the primary key).
+    pub const BOUND_IDS: bool = false;
+
+    /// Appends ` IN (?, ?, ...)`: a list of row ids.
+    pub fn push_id_list(qb: &mut sqlx::QueryBuilder<'_, sqlx::Sqlite>, ids: &[i64]) {
+        qb.push(" IN (");
+        let mut sep = qb.separated(", ");
+        for id in ids {
+            sep.push_bind(*id);
+        }
+        sep.push_unseparated(")");
+    }
     /// Appended to a SELECT that locks one endpoint row for the rest of the transaction.
     pub const FOR_NO_KEY_UPDATE: &str = "";
     /// Wakes the dispatchers of other instances when deliveries are written (none on SQLite:

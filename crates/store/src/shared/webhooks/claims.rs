@@ -158,7 +158,7 @@ pub(super) async fn claim_in(
         .push(", updated_at = ")
         .push_bind(req.now)
         .push(" WHERE id");
-    push_in_list(&mut qb, &ids);
+    dialect::push_id_list(&mut qb, &ids);
     qb.build().execute(&mut **tx).await?;
     let mut claimed_from: HashMap<i64, (bool, ClaimedFrom)> = chosen
         .into_iter()
@@ -240,7 +240,7 @@ async fn read_claim_rows(
         )
     });
     let mut qb = QueryBuilder::<Db>::new(SELECT.as_str());
-    push_in_list(&mut qb, ids);
+    dialect::push_id_list(&mut qb, ids);
     if let Some(token) = token {
         qb.push(" AND d.lease_token = ").push_bind(token);
     }
@@ -300,7 +300,7 @@ async fn lengthen_leases(
             .saturating_add(std::time::Duration::from_millis(extra_ms.unsigned_abs()));
         let mut qb = QueryBuilder::<Db>::new("UPDATE webhook_deliveries SET lease_until = ");
         qb.push_bind(until).push(" WHERE id");
-        push_in_list(&mut qb, &ids);
+        dialect::push_id_list(&mut qb, &ids);
         qb.build().execute(&mut *conn).await?;
         leases.extend(ids.into_iter().map(|id| (id, until)));
     }

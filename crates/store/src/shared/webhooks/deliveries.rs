@@ -225,9 +225,17 @@ pub(in super::super) fn push_successes<'a>(
             .push_bind(first.as_deref());
     });
     qb.push(
-        ") AS v WHERE webhook_deliveries.id = v.column1 AND webhook_deliveries.lease_token = v.column2
-         RETURNING webhook_deliveries.id",
+        ") AS v WHERE webhook_deliveries.id = v.column1 AND webhook_deliveries.lease_token = v.column2",
     );
+    if dialect::BOUND_IDS {
+        let ids = chunk.iter().map(|&i| outcomes[i].delivery_id);
+        let (lo, hi) = (ids.clone().min(), ids.max());
+        qb.push(" AND webhook_deliveries.id BETWEEN ")
+            .push_bind(lo)
+            .push(" AND ")
+            .push_bind(hi);
+    }
+    qb.push(" RETURNING webhook_deliveries.id");
 }
 
 /// Records one outcome inside a batch (its delivery is still leased by the outcome's claim and
@@ -334,7 +342,7 @@ async fn record_in(
                     d.order_key
              FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id WHERE d.id",
         );
-    push_in_list(&mut qb, &ids);
+    dialect::push_id_list(&mut qb, &ids);
     let rows: Vec<LeasedRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
     let leased: HashMap<i64, LeasedRow> = rows.into_iter().map(|r| (r.id, r)).collect();
     // Endpoints in id order, each locked before its deliveries are updated: the same lock
