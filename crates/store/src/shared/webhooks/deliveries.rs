@@ -26,6 +26,9 @@ struct LeasedRow {
     id: i64,
     org_id: i64,
     uuid: Uuid,
+    event_id: i64,
+    /// Read by the event's id after the row (`leased_rows`).
+    #[sqlx(skip)]
     event_uuid: Uuid,
     endpoint_id: Option<i64>,
     event_name: String,
@@ -326,6 +329,44 @@ async fn record_one(
     ))
 }
 
+/// The deliveries of these outcomes, with their events' UUIDs, by id. The events are read by
+/// their own ids, not joined: on partitioned tables (PostgreSQL, `partitions.rs`) each
+/// statement's plan then opens only the partitions its ids are in (as `claims::read_claim_rows`).
+async fn leased_rows(
+    tx: &mut WriteTx<'_>,
+    outcomes: &[AttemptOutcome],
+) -> StoreResult<HashMap<i64, LeasedRow>> {
+    let ids: Vec<i64> = outcomes.iter().map(|o| o.delivery_id).collect();
+    let mut qb = QueryBuilder::<Db>::new(
+        "SELECT id, org_id, uuid, event_id, endpoint_id, event_name, attempts, lease_token, order_key
+         FROM webhook_deliveries WHERE id",
+    );
+    dialect::push_id_list(&mut qb, &ids);
+    let rows: Vec<LeasedRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
+    let mut event_ids: Vec<i64> = rows.iter().map(|r| r.event_id).collect();
+    event_ids.sort_unstable();
+    event_ids.dedup();
+    let events: HashMap<i64, Uuid> = if event_ids.is_empty() {
+        HashMap::new()
+    } else {
+        let mut qb = QueryBuilder::<Db>::new("SELECT id, uuid FROM events WHERE id");
+        dialect::push_id_list(&mut qb, &event_ids);
+        qb.build_query_as::<(i64, Uuid)>()
+            .fetch_all(&mut **tx)
+            .await?
+            .into_iter()
+            .collect()
+    };
+    // As the join did: a delivery whose event is gone is left out (its outcome is not kept).
+    Ok(rows
+        .into_iter()
+        .filter_map(|mut r| {
+            r.event_uuid = *events.get(&r.event_id)?;
+            Some((r.id, r))
+        })
+        .collect())
+}
+
 /// Records outcomes inside `tx`; the results are in the order of `outcomes`.
 async fn record_in(
     tx: &mut WriteTx<'_>,
@@ -335,16 +376,7 @@ async fn record_in(
     if outcomes.is_empty() {
         return Ok(results);
     }
-    // The deliveries still held by these claims.
-    let ids: Vec<i64> = outcomes.iter().map(|o| o.delivery_id).collect();
-    let mut qb = QueryBuilder::<Db>::new(
-            "SELECT d.id, d.org_id, d.uuid, ev.uuid AS event_uuid, d.endpoint_id, d.event_name, d.attempts, d.lease_token,
-                    d.order_key
-             FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id WHERE d.id",
-        );
-    dialect::push_id_list(&mut qb, &ids);
-    let rows: Vec<LeasedRow> = qb.build_query_as().fetch_all(&mut **tx).await?;
-    let leased: HashMap<i64, LeasedRow> = rows.into_iter().map(|r| (r.id, r)).collect();
+    let leased = leased_rows(tx, outcomes).await?;
     // Endpoints in id order, each locked before its deliveries are updated: the same lock
     // order as endpoint changes, and across concurrent batches.
     let mut order: Vec<usize> = (0..outcomes.len())
