@@ -12,9 +12,14 @@
 //!
 //! Lookups that race with an invalidation never repopulate the cache with what they read
 //! before it: an entry is stored only if the generation did not move during the lookup.
+//!
+//! The poller rests when nothing has looked anything up for [`REST_AFTER`], so an idle
+//! instance reads nothing from the database (each instance's poll is otherwise 200 statements
+//! a second). While it rests the last poll grows stale, so the next lookup reads the database,
+//! as without a cache, and wakes the poller; the staleness bound holds throughout.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
@@ -29,6 +34,8 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(5);
 pub const MAX_STALENESS: Duration = Duration::from_millis(20);
 /// How long the admin tools wait after changing keys or channels before they return.
 pub const PROPAGATION: Duration = Duration::from_millis(50);
+/// The poller rests after this long without a lookup, until the next one.
+pub const REST_AFTER: Duration = Duration::from_secs(2);
 /// Entries kept at most per map (then the map is emptied and refilled on demand).
 const MAX_ENTRIES: usize = 100_000;
 
@@ -39,6 +46,11 @@ pub struct ConfigCache {
     generation: AtomicI64,
     /// When (µs since `epoch`) the last successful poll started; 0: never.
     fresh_from_us: AtomicU64,
+    /// When (µs since `epoch`) the last lookup started.
+    last_lookup_us: AtomicU64,
+    /// Whether the poller rests (a lookup then wakes it through `wake`).
+    resting: AtomicBool,
+    wake: tokio::sync::Notify,
     keys: DashMap<[u8; 32], ApiKeyRecord>,
     channels: DashMap<i64, Arc<Vec<Channel>>>,
 }
@@ -50,6 +62,9 @@ impl Default for ConfigCache {
             max_staleness_us: MAX_STALENESS.as_micros() as u64,
             generation: AtomicI64::new(i64::MIN),
             fresh_from_us: AtomicU64::new(0),
+            last_lookup_us: AtomicU64::new(0),
+            resting: AtomicBool::new(false),
+            wake: tokio::sync::Notify::new(),
             keys: DashMap::new(),
             channels: DashMap::new(),
         }
@@ -69,10 +84,47 @@ impl ConfigCache {
         self.epoch.elapsed().as_micros() as u64 + 1
     }
 
-    /// Whether cached entries may be used now.
+    /// Whether cached entries may be used now; also notes the lookup that asks (and wakes a
+    /// resting poller).
     fn usable(&self) -> bool {
+        let now = self.now_us();
+        // SeqCst with the poller's `resting` store and `idle_for` load: either the poller
+        // sees this lookup before it rests, or this lookup sees it resting and wakes it.
+        self.last_lookup_us.store(now, Ordering::SeqCst);
+        if self.resting.load(Ordering::SeqCst) {
+            self.wake.notify_one();
+        }
         let fresh_from = self.fresh_from_us.load(Ordering::Acquire);
-        fresh_from != 0 && self.now_us().saturating_sub(fresh_from) <= self.max_staleness_us
+        fresh_from != 0 && now.saturating_sub(fresh_from) <= self.max_staleness_us
+    }
+
+    /// How long since the last lookup.
+    fn idle_for(&self) -> Duration {
+        let last = self.last_lookup_us.load(Ordering::SeqCst);
+        Duration::from_micros(self.now_us().saturating_sub(last))
+    }
+
+    /// Rests while no lookup came for `rest_after`, until one comes (or `stop`). Returns
+    /// whether it rested.
+    async fn rest_if_idle(
+        &self,
+        rest_after: Duration,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> bool {
+        if self.idle_for() < rest_after {
+            return false;
+        }
+        self.resting.store(true, Ordering::SeqCst);
+        // A lookup between the check above and the store is seen here; one after it notifies
+        // (`Notify` keeps the permit if nobody waits yet).
+        if self.idle_for() >= rest_after {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = self.wake.notified() => {}
+            }
+        }
+        self.resting.store(false, Ordering::SeqCst);
+        true
     }
 
     /// Reads the generation and empties the caches if it moved. Called every `POLL_INTERVAL`.
@@ -138,11 +190,21 @@ impl ConfigCache {
     }
 }
 
-/// Polls the configuration generation until `stop` is cancelled.
+/// Polls the configuration generation until `stop` is cancelled, resting while no lookup
+/// comes for [`REST_AFTER`].
 pub async fn run_poller(
     cache: Arc<ConfigCache>,
     store: switchboard_store::SharedStore,
     stop: tokio_util::sync::CancellationToken,
+) {
+    poll_until(cache, store, stop, REST_AFTER).await
+}
+
+async fn poll_until(
+    cache: Arc<ConfigCache>,
+    store: switchboard_store::SharedStore,
+    stop: tokio_util::sync::CancellationToken,
+    rest_after: Duration,
 ) {
     let mut tick = tokio::time::interval(POLL_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -150,6 +212,12 @@ pub async fn run_poller(
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
+        }
+        if cache.rest_if_idle(rest_after, &stop).await {
+            if stop.is_cancelled() {
+                return;
+            }
+            tick.reset();
         }
         if let Err(e) = cache.poll(store.as_ref()).await {
             tracing::debug!(error = %e, "could not read the configuration generation; caches are bypassed");
@@ -245,6 +313,47 @@ mod tests {
         cache.poll(t.store.as_ref()).await.unwrap();
         assert!(cache.keys.is_empty(), "the revocation moved the generation");
         assert!(answers_revoked(&cache, &t.store, &g.hash).await);
+    }
+
+    /// Waits (at most 10 s) until `done` holds.
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting: {what}");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn the_poller_rests_without_lookups_and_the_next_lookup_still_sees_a_revocation() {
+        let (t, g, id) = store_with_key().await;
+        let cache = Arc::new(ConfigCache::default());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let poller = tokio::spawn(poll_until(
+            cache.clone(),
+            t.store.clone(),
+            stop.clone(),
+            Duration::from_millis(30),
+        ));
+        until("a first poll", || cache.usable()).await;
+        assert!(!answers_revoked(&cache, &t.store, &g.hash).await);
+        until("the poller rests", || cache.resting.load(Ordering::SeqCst)).await;
+        // Resting: no poll reads the database (a poll would move `fresh_from_us`).
+        let fresh_from = cache.fresh_from_us.load(Ordering::SeqCst);
+        tokio::time::sleep(POLL_INTERVAL * 6).await;
+        assert_eq!(cache.fresh_from_us.load(Ordering::SeqCst), fresh_from);
+        assert!(cache.resting.load(Ordering::SeqCst));
+
+        // A change while it rests: the next lookup reads the database and wakes it.
+        revoke(&t.store, id).await;
+        assert!(answers_revoked(&cache, &t.store, &g.hash).await);
+        until("the poller polls again", || {
+            cache.fresh_from_us.load(Ordering::SeqCst) > fresh_from
+        })
+        .await;
+        assert!(answers_revoked(&cache, &t.store, &g.hash).await);
+        stop.cancel();
+        poller.await.unwrap();
     }
 
     #[tokio::test]
