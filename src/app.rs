@@ -100,9 +100,7 @@ impl Runtime {
 /// `switchboard serve`.
 pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
     // The demo is a local loop: webhook endpoints on this machine work without a setting.
-    if demo {
-        config.webhook_allow_private_targets = true;
-    }
+    config.webhook_allow_private_targets |= demo;
     warn_about_the_settings(&config);
     load_webhook_roots(&mut config)?;
     crate::trace::install_store_observer();
@@ -150,6 +148,7 @@ pub async fn serve(mut config: Config, demo: bool) -> anyhow::Result<()> {
         secrets: rt.secrets.clone(),
         limiter: limiter.clone(),
         key_touches: Default::default(),
+        sends_in_flight: Default::default(),
         config_cache: config_cache.clone(),
         providers: crate::providers::ProviderHub::new(rt.config.provider_timeout)
             .with_pacer(pacer)

@@ -40,7 +40,7 @@ use super::error::ApiError;
 use super::request_id;
 use super::state::AppState;
 use switchboard_store::{
-    ClaimOutcome, ClaimToken, IdempotencyClaim, IdempotencyState, Stored, StoredResponse,
+    ClaimOutcome, ClaimToken, IdempotencyClaim, IdempotencyState, NewKey, Stored, StoredResponse,
 };
 
 pub const HEADER: &str = "idempotency-key";
@@ -90,6 +90,12 @@ pub struct ResponseStored;
 /// after the lease ran out); nothing was written.
 #[derive(Clone, Copy, Debug)]
 pub struct ClaimLost;
+
+/// Marks a response of work that claimed its key itself ([`Deferred::claim`]): the claim is
+/// settled as [`run`] settles its own (released on an error, completed with a 2xx the work did
+/// not store).
+#[derive(Clone, Copy, Debug)]
+pub struct ClaimTaken(pub ClaimToken);
 
 /// Reads `Idempotency-Key`: 1 to 120 visible ASCII characters (the structured-field string
 /// form `"..."` is accepted too). `required`: a missing header is a 400.
@@ -320,96 +326,283 @@ where
     let Some(key) = key else {
         return detached(work(None)).await;
     };
-    let Fingerprinted {
-        method,
+    let seal = request.seal;
+    let keyed = Keyed::new(state, principal, key, &request);
+    let token = match keyed.claim(state).await {
+        Ok(token) => token,
+        Err(answer) => return answer,
+    };
+    let response = detached(work(Some(token))).await;
+    keyed.settle(state, seal, token, response).await
+}
+
+/// A send's hold on its `Idempotency-Key` ([`run_send`]).
+pub enum SendClaim {
+    /// Claimed before the send.
+    Held(ClaimToken),
+    /// Free when the request came, and not claimed yet: a send that reaches nothing outside the
+    /// process writes the key with its record (`ClaimRef::New`); any other claims it before its
+    /// provider call ([`Deferred::claim`]).
+    Deferred(Deferred),
+}
+
+/// A key not claimed yet, and what claiming or writing it needs.
+pub struct Deferred {
+    state: AppState,
+    keyed: Keyed,
+}
+
+impl Deferred {
+    /// The key as the send's record writes it, completed.
+    pub fn new_key(&self) -> NewKey {
+        let c = &self.keyed.claim;
+        NewKey {
+            api_key_id: c.api_key_id,
+            key: c.key.clone(),
+            method: c.method.clone(),
+            path: c.path.clone(),
+            fingerprint: c.fingerprint.clone(),
+            now: self.state.clock.now(),
+            retention: self.state.config.idempotency_retention,
+        }
+    }
+
+    /// Claims the key now (before a provider call, or after the send's record found it taken):
+    /// the claim, or the answer to give instead (a replay, `idempotency_conflict`,
+    /// `idempotency_in_progress`, a store error). Mark the work's response [`ClaimTaken`].
+    pub async fn claim(&self) -> Result<ClaimToken, Response> {
+        self.keyed.claim(&self.state).await
+    }
+}
+
+/// [`run_post`] for the sends: when the key is free, the work runs without a claim
+/// ([`SendClaim::Deferred`]) and a send that reaches nothing outside the process writes its key
+/// with its record, one write instead of a claim and its completion (CONVENTIONS
+/// "Idempotency": the same answers either way). A key in use is claimed first, as by [`run`].
+pub async fn run_send<W, Fut>(
+    state: &AppState,
+    principal: &Principal,
+    headers: &HeaderMap,
+    required: bool,
+    path: &str,
+    body: &[u8],
+    work: W,
+) -> Response
+where
+    W: FnOnce(Option<SendClaim>) -> Fut,
+    Fut: Future<Output = Response> + Send + 'static,
+{
+    let key = match read_key(headers, required) {
+        Ok(Some(key)) => key,
+        Ok(None) => return detached(work(None)).await,
+        Err(e) => return e.into_response(),
+    };
+    let request = Fingerprinted {
+        method: &Method::POST,
         path,
         body,
-        seal,
-    } = request;
-    let fingerprint = fingerprint(method, path, body);
-    let aad = seal_aad(principal.key_id, &key);
-    let replay = |stored: Stored| replay_opened(state, &aad, stored);
-    let claim = IdempotencyClaim {
-        api_key_id: principal.key_id,
-        key: key.as_str().to_owned(),
-        method: method.as_str().to_owned(),
-        path: path.to_owned(),
-        fingerprint: fingerprint.clone(),
-        owner: Uuid::new_v4(),
-        now: state.clock.now(),
-        lease: state.config.idempotency_lease,
-        retention: state.config.idempotency_retention,
+        seal: false,
     };
-    let token = match state.store.claim_idempotency(claim).await {
-        Err(e) => return ApiError::from(e).into_response(),
-        Ok(ClaimOutcome::Replay(stored)) => return replay(stored),
-        Ok(ClaimOutcome::Conflict) => return ApiError::idempotency_conflict().into_response(),
-        Ok(ClaimOutcome::InProgress) => {
-            return ApiError::idempotency_in_progress().into_response();
-        }
-        Ok(ClaimOutcome::Claimed { token, taken_over }) => {
-            if taken_over {
-                tracing::warn!(
-                    "took over an idempotency key whose previous request did not finish within the lease"
-                );
-            }
-            token
+    let keyed = Keyed::new(state, principal, key, &request);
+    // A duplicate of a send that runs in this process: answered now, as the database would
+    // (another instance's duplicates meet at the key's row).
+    let flight = match InFlight::enter(state, &keyed) {
+        Ok(flight) => flight,
+        Err(e) => return e.into_response(),
+    };
+    let work = |claim| {
+        let work = work(Some(claim));
+        async move {
+            let response = work.await;
+            drop(flight);
+            response
         }
     };
-
-    let response = detached(work(Some(token))).await;
-    if response.extensions().get::<ResponseStored>().is_some() {
-        return response;
-    }
-    if response.extensions().get::<ClaimLost>().is_some() {
-        // Another request owns the key now: answer with its result if it has one.
-        return match state
+    let free = matches!(
+        state
             .store
-            .idempotency_state(principal.key_id, key.as_str(), state.clock.now())
-            .await
-        {
-            Ok(IdempotencyState::Completed {
-                fingerprint: fp,
-                response,
-            }) if fp == fingerprint => replay(response),
-            _ => ApiError::idempotency_in_progress().into_response(),
+            .idempotency_state(principal.key_id, keyed.key.as_str(), state.clock.now())
+            .await,
+        Ok(IdempotencyState::Absent)
+    );
+    if !free {
+        let token = match keyed.claim(state).await {
+            Ok(token) => token,
+            Err(answer) => return answer,
         };
+        let response = detached(work(SendClaim::Held(token))).await;
+        return keyed.settle(state, false, token, response).await;
     }
-    let status = response.status();
-    if !status.is_success() {
-        // Refused before it started executing, or a 5xx: the key may be used again.
-        if let Err(e) = state.store.release_idempotency(token).await {
-            tracing::warn!(error = %e, "could not release an idempotency claim; trying again until its lease ends");
-            release_later(state, token);
-        }
-        return response;
-    }
-    // A 2xx that the work did not record itself: store it now (sealed if it carries a secret).
-    let (parts, body) = response.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_STORED_BODY).await {
-        Ok(b) => b,
-        Err(e) => {
-            let _ = state.store.release_idempotency(token).await;
-            return ApiError::internal(format!("could not read the response to store it: {e}"))
-                .into_response();
-        }
+    let deferred = Deferred {
+        state: state.clone(),
+        keyed: keyed.clone(),
     };
-    let stored = StoredResponse {
-        status: parts.status.as_u16(),
-        body: if seal {
-            [SEALED, &state.secrets.seal(&bytes, &aad)].concat()
-        } else {
-            bytes.to_vec()
-        },
-    };
-    match state.store.complete_idempotency(token, stored).await {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::warn!("the idempotency claim was taken over before its response was stored")
-        }
-        Err(e) => tracing::warn!(error = %e, "could not store the idempotent response"),
+    let response = detached(work(SendClaim::Deferred(deferred))).await;
+    match response.extensions().get::<ClaimTaken>() {
+        Some(&ClaimTaken(token)) => keyed.settle(state, false, token, response).await,
+        // Written with its record, or refused before anything was written.
+        None => response,
     }
-    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// A send's key held in this process while its work runs (`AppInner::sends_in_flight`).
+struct InFlight {
+    state: AppState,
+    key: (i64, String),
+}
+
+impl InFlight {
+    /// Holds the key, or answers a duplicate of a send running here: 409
+    /// `idempotency_in_progress` (`idempotency_conflict` for another body), as its claim would.
+    fn enter(state: &AppState, keyed: &Keyed) -> Result<InFlight, ApiError> {
+        use dashmap::mapref::entry::Entry;
+        let key = (keyed.claim.api_key_id, keyed.claim.key.clone());
+        match state.sends_in_flight.entry(key.clone()) {
+            Entry::Occupied(running) => Err(if *running.get() == keyed.claim.fingerprint {
+                ApiError::idempotency_in_progress()
+            } else {
+                ApiError::idempotency_conflict()
+            }),
+            Entry::Vacant(free) => {
+                free.insert(keyed.claim.fingerprint.clone());
+                Ok(InFlight {
+                    state: state.clone(),
+                    key,
+                })
+            }
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.state.sends_in_flight.remove(&self.key);
+    }
+}
+
+/// A request's key with what identifies the request (its fingerprint) and its claim.
+#[derive(Clone)]
+struct Keyed {
+    key: IdempotencyKey,
+    claim: IdempotencyClaim,
+    aad: Vec<u8>,
+}
+
+impl Keyed {
+    fn new(
+        state: &AppState,
+        principal: &Principal,
+        key: IdempotencyKey,
+        request: &Fingerprinted<'_>,
+    ) -> Keyed {
+        let claim = IdempotencyClaim {
+            api_key_id: principal.key_id,
+            key: key.as_str().to_owned(),
+            method: request.method.as_str().to_owned(),
+            path: request.path.to_owned(),
+            fingerprint: fingerprint(request.method, request.path, request.body),
+            owner: Uuid::new_v4(),
+            now: state.clock.now(),
+            lease: state.config.idempotency_lease,
+            retention: state.config.idempotency_retention,
+        };
+        Keyed {
+            aad: seal_aad(principal.key_id, &key),
+            key,
+            claim,
+        }
+    }
+
+    /// Claims the key: the token, or the answer to give instead.
+    async fn claim(&self, state: &AppState) -> Result<ClaimToken, Response> {
+        let claim = IdempotencyClaim {
+            now: state.clock.now(),
+            ..self.claim.clone()
+        };
+        match state.store.claim_idempotency(claim).await {
+            Err(e) => Err(ApiError::from(e).into_response()),
+            Ok(ClaimOutcome::Replay(stored)) => Err(replay_opened(state, &self.aad, stored)),
+            Ok(ClaimOutcome::Conflict) => Err(ApiError::idempotency_conflict().into_response()),
+            Ok(ClaimOutcome::InProgress) => {
+                Err(ApiError::idempotency_in_progress().into_response())
+            }
+            Ok(ClaimOutcome::Claimed { token, taken_over }) => {
+                if taken_over {
+                    tracing::warn!(
+                        "took over an idempotency key whose previous request did not finish within the lease"
+                    );
+                }
+                Ok(token)
+            }
+        }
+    }
+
+    /// Settles the claim `token` after the work answered `response`: kept as the work stored it,
+    /// replaced by the new owner's answer when the claim was lost, released after an error,
+    /// completed with a 2xx the work did not store (sealed with `seal`).
+    async fn settle(
+        &self,
+        state: &AppState,
+        seal: bool,
+        token: ClaimToken,
+        response: Response,
+    ) -> Response {
+        let replay = |stored: Stored| replay_opened(state, &self.aad, stored);
+        if response.extensions().get::<ResponseStored>().is_some() {
+            return response;
+        }
+        if response.extensions().get::<ClaimLost>().is_some() {
+            // Another request owns the key now: answer with its result if it has one.
+            return match state
+                .store
+                .idempotency_state(self.claim.api_key_id, self.key.as_str(), state.clock.now())
+                .await
+            {
+                Ok(IdempotencyState::Completed {
+                    fingerprint: fp,
+                    response,
+                }) if fp == self.claim.fingerprint => replay(response),
+                _ => ApiError::idempotency_in_progress().into_response(),
+            };
+        }
+        let status = response.status();
+        if !status.is_success() {
+            // Refused before it started executing, or a 5xx: the key may be used again.
+            if let Err(e) = state.store.release_idempotency(token).await {
+                tracing::warn!(error = %e, "could not release an idempotency claim; trying again until its lease ends");
+                release_later(state, token);
+            }
+            return response;
+        }
+        // A 2xx that the work did not record itself: store it now (sealed if it carries a secret).
+        let (parts, body) = response.into_parts();
+        let bytes = match axum::body::to_bytes(body, MAX_STORED_BODY).await {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = state.store.release_idempotency(token).await;
+                return ApiError::internal(format!("could not read the response to store it: {e}"))
+                    .into_response();
+            }
+        };
+        let stored = StoredResponse {
+            status: parts.status.as_u16(),
+            body: if seal {
+                [SEALED, &state.secrets.seal(&bytes, &self.aad)].concat()
+            } else {
+                bytes.to_vec()
+            },
+        };
+        match state.store.complete_idempotency(token, stored).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(
+                    "the idempotency claim was taken over before its response was stored"
+                )
+            }
+            Err(e) => tracing::warn!(error = %e, "could not store the idempotent response"),
+        }
+        Response::from_parts(parts, Body::from(bytes))
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,10 @@ pub struct AppInner {
     /// When each key's `last_used_at` was last written by this process (ms), to write it at
     /// most once a minute per key.
     pub key_touches: DashMap<i64, i64>,
+    /// The sends' idempotency keys (API key id, key) whose requests run in this process, with
+    /// their fingerprints: a duplicate that comes while its first request runs here is answered
+    /// at once (`http::idempotency::run_send`).
+    pub sends_in_flight: DashMap<(i64, String), Vec<u8>>,
     /// Cached API keys and channel lists, invalidated by the configuration generation.
     pub config_cache: Arc<crate::cache::ConfigCache>,
     /// Builds messaging provider adapters; holds the one provider HTTP client.

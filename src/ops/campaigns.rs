@@ -191,7 +191,7 @@ impl CampaignWorker {
         };
         let input = self.input(c);
         let completion = SendCompletion {
-            token,
+            claim: token.into(),
             request_id: None,
         };
         let release = || async {

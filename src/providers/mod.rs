@@ -299,6 +299,13 @@ pub trait Provider: Send + Sync {
     /// Sends a message. Never called inside a database transaction.
     async fn send(&self, to: &Contact, out: &Outgoing<'_>) -> Result<Accepted, ProviderError>;
 
+    /// Whether a send reaches anything outside this process (a provider's API, a media fetch):
+    /// its `Idempotency-Key` is then claimed before the call; the sandbox's is written with its
+    /// record.
+    fn calls_out(&self) -> bool {
+        true
+    }
+
     /// Whether media sends on this channel go by an upload: the service fetches the file,
     /// checks it and hands it to [`Provider::upload_media`] (WhatsApp Cloud), instead of
     /// passing the link on (Telegram, sandbox).

@@ -30,6 +30,10 @@ impl Provider for Sandbox {
         Ok(())
     }
 
+    fn calls_out(&self) -> bool {
+        false
+    }
+
     async fn send(&self, _: &Contact, _: &Outgoing<'_>) -> Result<Accepted, ProviderError> {
         Ok(Accepted {
             provider_message_id: generate_id(),

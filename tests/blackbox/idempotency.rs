@@ -1,7 +1,9 @@
 //! `Idempotency-Key` beyond the sends (CONVENTIONS "Idempotency"): honoured on every other v1
 //! POST, PUT and DELETE; a refusal before execution is not stored (the corrected request may
 //! reuse the key); a stored response carrying a secret is sealed, and its replay returns the
-//! same secret.
+//! same secret. And duplicates racing on a sandbox send, whose key is written with its record
+//! (no claim before it), on two instances: one message, and every answer the first one or
+//! "in progress".
 
 use serde_json::json;
 
@@ -15,6 +17,7 @@ const MESSAGES: &str = "/api/v1/integrations/messages";
 both_backends!(
     idempotency_keys_are_honoured_on_every_v1_write,
     refusals_before_execution_are_not_stored,
+    duplicates_racing_on_a_sandbox_send_write_one_message,
 );
 
 async fn idempotency_keys_are_honoured_on_every_v1_write(backend: Backend) {
@@ -215,4 +218,66 @@ async fn refusals_before_execution_are_not_stored(backend: Backend) {
         )
         .await
         .expect_error(403, "insufficient_scope");
+}
+
+async fn duplicates_racing_on_a_sandbox_send_write_one_message(backend: Backend) {
+    let env = TestEnv::new(backend).await;
+    let seed = env.seed().await;
+    // Two instances on one database: duplicates on one instance meet in it, those on the other
+    // meet at the key's row, which the winner's record writes.
+    let settings = [("SWITCHBOARD_RATE_LIMIT_SENDS", "100000")];
+    let a = env.start(&settings).await;
+    let b = env.start(&settings).await;
+    let rounds = 4;
+    for round in 0..rounds {
+        let key = format!("race-{round}");
+        let body = json!({"phone": "+4915123456789", "message": format!("round {round}")});
+        let headers = [("Idempotency-Key", key.as_str())];
+        let answers = futures::future::join_all((0..16).map(|i| {
+            let server = if i % 2 == 0 { &a } else { &b };
+            server.post_with(MESSAGES, &seed.key, &body, &headers)
+        }))
+        .await;
+        // One answer is first-hand; every other one replays it byte for byte, or was refused
+        // while a duplicate ran (409 `idempotency_in_progress`).
+        let seen: Vec<_> = answers.iter().map(|r| (r.status, &r.text)).collect();
+        let first: Vec<_> = answers
+            .iter()
+            .filter(|r| r.status.as_u16() == 201 && r.header("idempotency-replayed").is_none())
+            .collect();
+        assert_eq!(first.len(), 1, "round {round}: one first answer: {seen:?}");
+        let first = first[0];
+        for r in &answers {
+            match r.status.as_u16() {
+                201 => assert_eq!(r.text, first.text, "round {round}: byte for byte"),
+                409 => assert_eq!(
+                    r.body["error"]["code"], "idempotency_in_progress",
+                    "{}",
+                    r.text
+                ),
+                _ => panic!("round {round}: {seen:?}"),
+            }
+        }
+        // Afterwards, both instances replay it.
+        for server in [&a, &b] {
+            let again = server
+                .post_with(MESSAGES, &seed.key, &body, &headers)
+                .await
+                .expect(201);
+            assert_eq!(again.header("idempotency-replayed"), Some("true"));
+            assert_eq!(again.text, first.text);
+        }
+    }
+    let messages = a
+        .get("/api/v1/integrations/messages?limit=100", &seed.key)
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(messages["data"].as_array().unwrap().len(), rounds);
+    assert_eq!(
+        crate::db_peek::events_named(&env, seed.org_id, "message.sent")
+            .await
+            .len(),
+        rounds
+    );
 }

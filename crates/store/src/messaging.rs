@@ -363,11 +363,41 @@ pub struct RecordedSend {
     pub recorded: RecordedOutbound,
 }
 
+/// What a send's record completes: a claim made before the send, or a key first written with
+/// the record itself (a send that calls nothing outside the process before its record needs no
+/// claim ahead: the key's row is inserted completed in the record's transaction, and a key
+/// already there makes the record fail with `ClaimLost`, written nothing).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClaimRef {
+    Held(ClaimToken),
+    New(NewKey),
+}
+
+impl From<ClaimToken> for ClaimRef {
+    fn from(token: ClaimToken) -> Self {
+        ClaimRef::Held(token)
+    }
+}
+
+/// A key written completed with the record of its request (no claim before it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewKey {
+    pub api_key_id: i64,
+    pub key: String,
+    pub method: String,
+    pub path: String,
+    /// SHA-256 of method, path and body.
+    pub fingerprint: Vec<u8>,
+    pub now: Timestamp,
+    /// How long the record is kept.
+    pub retention: Duration,
+}
+
 /// The completion of a send's idempotency claim in the transaction that records the send:
 /// data only ([`RecordedSend`] without the record, which the store adds).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClaimCompletion {
-    pub token: ClaimToken,
+    pub claim: ClaimRef,
     pub status: u16,
     pub request_id: Option<String>,
     pub extra: Option<Value>,

@@ -11,11 +11,12 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
 use crate::ops::sending::{
-    CatalogSendInput, SendCompletion, SendContext, SendError, SendInput, send_catalog,
+    CatalogSendInput, SendCompletion, SendContext, SendError, SendInput, prepare, send_catalog,
+    send_prepared,
 };
 use crate::views::sends::created_body;
 use switchboard_domain::scope::Scope;
-use switchboard_store::{ClaimToken, RecordedOutbound, RecordedSend};
+use switchboard_store::{ClaimRef, ClaimToken, RecordedOutbound, RecordedSend};
 
 use super::requests::{
     Addressing, CatalogPlan, FixedMembers, SendPlan, media_request, template_request, text_request,
@@ -26,7 +27,7 @@ use super::views::{
 use super::{MEDIA_PATH, MESSAGES_PATH, TEMPLATE_PATH};
 use crate::http::auth::Principal;
 use crate::http::error::{ApiError, ErrorBody};
-use crate::http::idempotency::{self, ClaimLost};
+use crate::http::idempotency::{self, ClaimLost, ClaimTaken, Deferred, SendClaim};
 use crate::http::json::{RawJson, Read, read_lenient, read_strict};
 use crate::http::recorded::send_answer;
 use crate::http::request_id;
@@ -62,7 +63,7 @@ async fn perform<T, F, R>(
     principal: Principal,
     body: Bytes,
     route: Route,
-    token: Option<ClaimToken>,
+    claim: Option<SendClaim>,
     prepare: F,
 ) -> Response
 where
@@ -74,7 +75,20 @@ where
         Err(e) => return e.into_response(),
         Ok(SendPlan::Plain(addressing, content)) => (addressing, content),
         Ok(SendPlan::Catalog(addressing, plan)) => {
-            return run_catalog_send(state, principal, addressing, plan, token).await;
+            // A catalog send's key is claimed first, whatever its channel.
+            let (token, taken) = match claim {
+                None => (None, false),
+                Some(SendClaim::Held(token)) => (Some(token), false),
+                Some(SendClaim::Deferred(deferred)) => match deferred.claim().await {
+                    Ok(token) => (Some(token), true),
+                    Err(answer) => return answer,
+                },
+            };
+            let response = run_catalog_send(state, principal, addressing, plan, token).await;
+            return match token {
+                Some(token) if taken => claim_taken(response, token),
+                _ => response,
+            };
         }
     };
     let input = SendInput {
@@ -88,7 +102,7 @@ where
         content,
         reply_to: addressing.reply_to,
     };
-    run_plain_send(&state, input, token).await
+    run_plain_send(&state, input, claim).await
 }
 
 /// A send's body read (strictly on v1) and checked for shape by `prepare`: the body's own
@@ -151,15 +165,15 @@ where
         return e.into_response();
     }
     let (work_state, work_principal, work_body) = (state.clone(), principal.clone(), body.clone());
-    idempotency::run_post(
+    idempotency::run_send(
         &state,
         &principal,
         &headers,
         route == Route::V1,
         path,
         &body,
-        move |token| {
-            perform::<T, F, R>(work_state, work_principal, work_body, route, token, prepare)
+        move |claim| {
+            perform::<T, F, R>(work_state, work_principal, work_body, route, claim, prepare)
         },
     )
     .await
@@ -169,9 +183,15 @@ where
 /// a claim; the request's id is captured here, in its own task.
 pub(crate) fn send_completion(token: Option<ClaimToken>) -> Option<SendCompletion> {
     token.map(|token| SendCompletion {
-        token,
+        claim: token.into(),
         request_id: request_id::current(),
     })
+}
+
+/// Marks a response of work that claimed its key itself, for the idempotency layer to settle.
+fn claim_taken(mut response: Response, token: ClaimToken) -> Response {
+    response.extensions_mut().insert(ClaimTaken(token));
+    response
 }
 
 /// Shapes a plain send's outcome ([`send_outcome`] with the send response).
@@ -184,13 +204,49 @@ pub(crate) fn plain_outcome(
 
 /// Runs a plain (not catalog) send and shapes its response for the idempotency layer. Shared by
 /// the v1 and legacy send paths.
-async fn run_plain_send(state: &AppState, input: SendInput, token: Option<ClaimToken>) -> Response {
+async fn run_plain_send(state: &AppState, input: SendInput, claim: Option<SendClaim>) -> Response {
+    let token = match claim {
+        None => None,
+        Some(SendClaim::Held(token)) => Some(token),
+        Some(SendClaim::Deferred(deferred)) => {
+            return run_deferred_send(state, input, deferred).await;
+        }
+    };
     let completion = send_completion(token);
     let recorded = completion.is_some();
     plain_outcome(
         crate::ops::sending::send(&send_context(state), input, completion).await,
         recorded,
     )
+}
+
+/// A plain send whose key was free when the request came: a send that reaches nothing outside
+/// the process (the sandbox) writes its key with its record, one write where a claim and its
+/// completion were two; any other claims the key after its checks and before its provider call.
+/// A record that finds the key taken meanwhile wrote nothing: the key is then claimed as usual
+/// (a replay, a conflict, or the send recorded under the claim).
+async fn run_deferred_send(state: &AppState, input: SendInput, deferred: Deferred) -> Response {
+    let ctx = send_context(state);
+    let prepared = match prepare(&ctx, input).await {
+        Ok(prepared) => prepared,
+        Err(e) => return plain_outcome(Err(e), false),
+    };
+    if !prepared.calls_out() {
+        let completion = SendCompletion {
+            claim: ClaimRef::New(deferred.new_key()),
+            request_id: request_id::current(),
+        };
+        match send_prepared(&ctx, &prepared, Some(completion)).await {
+            Err(SendError::LostClaim) => {}
+            result => return plain_outcome(result, true),
+        }
+    }
+    let token = match deferred.claim().await {
+        Ok(token) => token,
+        Err(answer) => return answer,
+    };
+    let result = send_prepared(&ctx, &prepared, send_completion(Some(token))).await;
+    claim_taken(plain_outcome(result, true), token)
 }
 
 /// Runs a catalog send and shapes its response (marked recorded when the idempotency claim was

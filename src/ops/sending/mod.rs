@@ -37,7 +37,7 @@ pub use catalog::{CatalogExtra, CatalogMode, CatalogSendInput, CatalogSent, send
 pub use catalog_check::{CatalogRequest, ValidatedCatalogSend, validate_catalog_send};
 pub use error::{Refusal, SendError};
 pub use flow::{FlowTrigger, send_flow};
-pub use plain::{PreparedSend, SendCompletion, SendInput, prepare, send};
+pub use plain::{PreparedSend, SendCompletion, SendInput, prepare, send, send_prepared};
 
 /// Everything a send needs.
 pub struct SendContext<'a> {

@@ -15,7 +15,7 @@ use switchboard_domain::message::{Content, InboundContext, MessageStatus, Messag
 use switchboard_domain::phone::Phone;
 use switchboard_store::queue::QueueEntry;
 use switchboard_store::{
-    ClaimCompletion, ClaimToken, ConversationPolicy, GroupedOutbound, NewOutbound, RecipientRef,
+    ClaimCompletion, ClaimRef, ConversationPolicy, GroupedOutbound, NewOutbound, RecipientRef,
     RecordedOutbound, StoreError,
 };
 
@@ -40,10 +40,12 @@ pub struct SendInput {
     pub reply_to: Option<Uuid>,
 }
 
-/// Completes an idempotency claim in the transaction of the send: the claim keeps the record
+/// Completes an idempotency claim in the transaction of the send (or writes the key there, when
+/// the send claimed none before: [`PreparedSend::calls_out`]): the key keeps the record
 /// (`switchboard_store::RecordedSend`), from which the API renders the answer.
+#[derive(Clone)]
 pub struct SendCompletion {
-    pub token: ClaimToken,
+    pub claim: ClaimRef,
     /// The id of the request (its error bodies carry it), captured in the request's own task.
     pub request_id: Option<String>,
 }
@@ -52,7 +54,7 @@ impl SendCompletion {
     /// What the store keeps: 201, or 422 when the provider rejected the message.
     pub fn claim(self, rejected: bool, extra: Option<serde_json::Value>) -> ClaimCompletion {
         ClaimCompletion {
-            token: self.token,
+            claim: self.claim,
             status: if rejected { 422 } else { 201 },
             request_id: self.request_id,
             extra,
@@ -74,6 +76,12 @@ pub struct PreparedSend {
 }
 
 impl PreparedSend {
+    /// Whether sending it reaches anything outside this process (the provider's API, a media
+    /// fetch): its idempotency claim must then come before [`send_prepared`].
+    pub fn calls_out(&self) -> bool {
+        self.provider.calls_out()
+    }
+
     pub fn recipient_ref(&self) -> RecipientRef {
         recipient_ref(self.existing.as_ref(), self.input.phone.as_ref())
     }
@@ -316,6 +324,17 @@ pub async fn send(
     completion: Option<SendCompletion>,
 ) -> Result<RecordedOutbound, SendError> {
     let prepared = prepare(ctx, input).await?;
+    send_prepared(ctx, &prepared, completion).await
+}
+
+/// [`send`] of a send [`prepare`] checked: the provider call and the record. A send whose key
+/// was not claimed before (`ClaimRef::New`) fails with `SendError::LostClaim` and writes nothing
+/// when the key exists by the time of its record.
+pub async fn send_prepared(
+    ctx: &SendContext<'_>,
+    prepared: &PreparedSend,
+    completion: Option<SendCompletion>,
+) -> Result<RecordedOutbound, SendError> {
     // Media on a channel whose provider takes uploads: fetched, checked and uploaded (or a
     // fresh upload reused) before the send; its refusals (`invalid_media`) record nothing.
     let media = super::media::prepare(

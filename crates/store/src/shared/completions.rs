@@ -9,8 +9,8 @@
 use super::{Conn, Db, dialect};
 use crate::queue::BatchRecord;
 use crate::{
-    ClaimCompletion, ClaimToken, RecordedOutbound, RecordedSend, StoreError, StoreResult, Stored,
-    StoredResponse,
+    ClaimCompletion, ClaimRef, ClaimToken, NewKey, RecordedOutbound, RecordedSend, StoreError,
+    StoreResult, Stored, StoredResponse,
 };
 
 const SEND: &str = "send";
@@ -18,7 +18,7 @@ const BATCH: &str = "batch";
 
 /// One claim's completion, as written.
 pub(crate) struct Completion {
-    token: ClaimToken,
+    claim: ClaimRef,
     status: u16,
     body: Vec<u8>,
     format: Option<&'static str>,
@@ -28,7 +28,7 @@ impl Completion {
     /// A response's bytes.
     pub(crate) fn response(token: ClaimToken, r: &StoredResponse) -> Completion {
         Completion {
-            token,
+            claim: ClaimRef::Held(token),
             status: r.status,
             body: r.body.clone(),
             format: None,
@@ -41,7 +41,7 @@ impl Completion {
         recorded: &RecordedOutbound,
     ) -> StoreResult<Completion> {
         Ok(Completion {
-            token: c.token,
+            claim: c.claim.clone(),
             status: c.status,
             body: to_json(&c.with(recorded))?,
             format: Some(SEND),
@@ -51,7 +51,7 @@ impl Completion {
     /// A batch's record (answered 202).
     pub(crate) fn batch(token: ClaimToken, b: &BatchRecord) -> StoreResult<Completion> {
         Ok(Completion {
-            token,
+            claim: ClaimRef::Held(token),
             status: 202,
             body: to_json(b)?,
             format: Some(BATCH),
@@ -84,9 +84,14 @@ pub(crate) fn stored(status: u16, body: Vec<u8>, format: Option<&str>) -> StoreR
     })
 }
 
-/// Completes a claim inside the caller's transaction. A claim that is no longer owned (taken
-/// over after its lease expired) is `ClaimLost`: the caller must roll back.
+/// Completes a claim inside the caller's transaction (or writes a new key completed). A claim
+/// that is no longer owned (taken over after its lease expired), or a new key that exists
+/// already, is `ClaimLost`: the caller must roll back.
 pub(crate) async fn complete_tx(conn: &mut Conn, c: &Completion) -> StoreResult<()> {
+    let token = match &c.claim {
+        ClaimRef::Held(token) => token,
+        ClaimRef::New(key) => return insert_completed(conn, &[(key, c)]).await,
+    };
     let done = sqlx::query(
         "UPDATE idempotency_records
          SET state = 'completed', owner = NULL, locked_until = NULL, response_status = $1, response_body = $2,
@@ -96,8 +101,8 @@ pub(crate) async fn complete_tx(conn: &mut Conn, c: &Completion) -> StoreResult<
     .bind(i32::from(c.status))
     .bind(&c.body)
     .bind(c.format)
-    .bind(c.token.record_id)
-    .bind(c.token.owner)
+    .bind(token.record_id)
+    .bind(token.owner)
     .execute(&mut *conn)
     .await?;
     if done.rows_affected() == 1 {
@@ -108,10 +113,19 @@ pub(crate) async fn complete_tx(conn: &mut Conn, c: &Completion) -> StoreResult<
 }
 
 /// Completes several claims with one `UPDATE ... FROM (VALUES ...)` per 500 (a group commit's
-/// records). Fails with `ClaimLost` unless every claim still held its key; the caller then
-/// rolls back and completes each alone, so that only the lost one fails.
+/// records), and writes the new keys among them completed ([`insert_completed`]). Fails with
+/// `ClaimLost` unless every claim still held its key and every new key was written; the caller
+/// then rolls back and completes each alone, so that only the lost one fails.
 pub(crate) async fn complete_many_tx(conn: &mut Conn, done: &[Completion]) -> StoreResult<()> {
-    for chunk in done.chunks(500) {
+    let mut held = Vec::new();
+    let mut new = Vec::new();
+    for c in done {
+        match &c.claim {
+            ClaimRef::Held(token) => held.push((*token, c)),
+            ClaimRef::New(key) => new.push((key, c)),
+        }
+    }
+    for chunk in held.chunks(500) {
         let mut qb = sqlx::QueryBuilder::<Db>::new("");
         push_complete_many(&mut qb, chunk);
         // On PostgreSQL, planned at each execution (as the deliveries' multi-row update, for the
@@ -128,6 +142,42 @@ pub(crate) async fn complete_many_tx(conn: &mut Conn, done: &[Completion]) -> St
             return Err(StoreError::ClaimLost);
         }
     }
+    insert_completed(conn, &new).await
+}
+
+/// Writes new keys completed, with their responses, by one multi-row `INSERT ... ON CONFLICT DO
+/// NOTHING` per 500: `ClaimLost` unless every one was inserted (a key that exists, or that an
+/// earlier row of the same statement took, is skipped). In the order of their keys, so that two
+/// groups that share keys (duplicates racing) take them in the same order and wait for each
+/// other instead of deadlocking.
+async fn insert_completed(conn: &mut Conn, new: &[(&NewKey, &Completion)]) -> StoreResult<()> {
+    let mut new = new.to_vec();
+    new.sort_by(|(a, _), (b, _)| (a.api_key_id, &a.key).cmp(&(b.api_key_id, &b.key)));
+    for chunk in new.chunks(500) {
+        let mut qb = sqlx::QueryBuilder::<Db>::new(
+            "INSERT INTO idempotency_records (api_key_id, idempotency_key, method, path, fingerprint,
+                                              state, created_at, expires_at, response_status,
+                                              response_body, response_format) ",
+        );
+        qb.push_values(chunk, |mut row, (k, c)| {
+            row.push_bind(k.api_key_id)
+                .push_bind(k.key.as_str())
+                .push_bind(k.method.as_str())
+                .push_bind(k.path.as_str())
+                .push_bind(k.fingerprint.as_slice())
+                .push_bind("completed")
+                .push_bind(k.now)
+                .push_bind(k.now.saturating_add(k.retention))
+                .push_bind(i32::from(c.status))
+                .push_bind(c.body.as_slice())
+                .push_bind(c.format);
+        });
+        qb.push(" ON CONFLICT (api_key_id, idempotency_key) DO NOTHING");
+        let inserted = qb.build().execute(&mut *conn).await?.rows_affected();
+        if inserted != chunk.len() as u64 {
+            return Err(StoreError::ClaimLost);
+        }
+    }
     Ok(())
 }
 
@@ -140,16 +190,19 @@ pub(crate) async fn complete_many_tx(conn: &mut Conn, done: &[Completion]) -> St
 /// idempotency_records` with a bloom filter on the `VALUES`): 1 to 3 ms a group with 12 000
 /// kept records, growing with the day's sends. Without it, each row is found by its primary
 /// key (checked by `sqlite::tests::statements_on_growing_tables_use_their_keys`).
-pub(super) fn push_complete_many<'a>(qb: &mut sqlx::QueryBuilder<'a, Db>, chunk: &'a [Completion]) {
+pub(super) fn push_complete_many<'a>(
+    qb: &mut sqlx::QueryBuilder<'a, Db>,
+    chunk: &[(ClaimToken, &'a Completion)],
+) {
     qb.push(
         "UPDATE idempotency_records
          SET state = 'completed', owner = NULL, locked_until = NULL, response_status = v.column3,
              response_body = v.column4, response_format = v.column5
          FROM (",
     );
-    qb.push_values(chunk, |mut row, c| {
-        row.push_bind(c.token.record_id)
-            .push_bind(c.token.owner)
+    qb.push_values(chunk, |mut row, (token, c)| {
+        row.push_bind(token.record_id)
+            .push_bind(token.owner)
             .push_bind(i32::from(c.status))
             .push_bind(c.body.as_slice())
             .push_bind(c.format);

@@ -34,8 +34,19 @@ pub(crate) async fn explain_statements(
             Completion::response(token, &response)
         })
         .collect();
+    let held: Vec<(ClaimToken, &Completion)> = completions
+        .iter()
+        .zip(1..)
+        .map(|(c, record_id)| {
+            let token = ClaimToken {
+                record_id,
+                owner: Uuid::new_v4(),
+            };
+            (token, c)
+        })
+        .collect();
     let mut qb = QueryBuilder::<Db>::new("EXPLAIN QUERY PLAN ");
-    push_complete_many(&mut qb, &completions);
+    push_complete_many(&mut qb, &held);
     let claims = lines(qb.build(), conn).await?;
 
     let now = Timestamp::from_millis(1_800_000_000_000);

@@ -22,6 +22,7 @@ conformance!(
     the_send_queue_claims_leases_and_finishes_batches,
     outbound_messages_open_or_continue_conversations,
     completion_is_conditional_on_owning_the_claim,
+    a_key_written_with_its_record_is_replayed_and_a_taken_key_writes_nothing,
     provider_batches_deduplicate_and_move_statuses_forward,
     history_filters_and_cursor,
     idempotency_claims,
@@ -405,7 +406,7 @@ async fn completion_is_conditional_on_owning_the_claim(s: SharedStore) {
                 1,
             ),
             Some(ClaimCompletion {
-                token: first,
+                claim: first.into(),
                 status: 201,
                 request_id: None,
                 extra: None,
@@ -437,7 +438,7 @@ async fn completion_is_conditional_on_owning_the_claim(s: SharedStore) {
                 2,
             ),
             Some(ClaimCompletion {
-                token: second,
+                claim: second.into(),
                 status: 201,
                 request_id: Some("req-2".into()),
                 extra: None,
@@ -475,6 +476,130 @@ async fn completion_is_conditional_on_owning_the_claim(s: SharedStore) {
         s.idempotency_state(f.key, "k1", t(700)).await.unwrap(),
         IdempotencyState::Completed { .. }
     ));
+}
+
+/// A key written with its send's record (no claim before it: `ClaimRef::New`).
+fn new_key(f: &Fixture, key: &str, at: i64) -> ClaimRef {
+    ClaimRef::New(NewKey {
+        api_key_id: f.key,
+        key: key.into(),
+        method: "POST".into(),
+        path: "/api/v1/integrations/messages".into(),
+        fingerprint: b"fp".to_vec(),
+        now: t(at),
+        retention: Duration::from_millis(10_000),
+    })
+}
+
+fn completing(claim: ClaimRef, request_id: &str) -> Option<ClaimCompletion> {
+    Some(ClaimCompletion {
+        claim,
+        status: 201,
+        request_id: Some(request_id.into()),
+        extra: None,
+    })
+}
+
+async fn a_key_written_with_its_record_is_replayed_and_a_taken_key_writes_nothing(s: SharedStore) {
+    let f = fixture(&s).await;
+    let to = |p: &str| RecipientRef::Phone(phone(p));
+    let open = ConversationPolicy::OpenOrContinue;
+    let first = s
+        .record_outbound(
+            outbound(&f, to("+4915123456780"), open, 1),
+            completing(new_key(&f, "k1", 1), "req-1"),
+            Box::new(sent_event),
+        )
+        .await
+        .unwrap();
+    // The key is completed with the record, as a claim completed in the record's transaction.
+    let replay = |key: &str, at: i64| s.claim_idempotency(claim(&f, key, b"fp", at));
+    match replay("k1", 2).await.unwrap() {
+        ClaimOutcome::Replay(Stored::Send(r)) => {
+            assert_eq!((r.status, r.request_id.as_deref()), (201, Some("req-1")));
+            assert_eq!(r.recorded, first);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        s.claim_idempotency(claim(&f, "k1", b"other", 2))
+            .await
+            .unwrap(),
+        ClaimOutcome::Conflict
+    ));
+    // A key that exists (completed, or claimed by a request in progress): the record fails and
+    // writes nothing.
+    let in_progress = claimed(replay("k2", 3).await.unwrap());
+    for key in ["k1", "k2"] {
+        let lost = s
+            .record_outbound(
+                outbound(&f, to("+4915123456781"), open, 4),
+                completing(new_key(&f, key, 4), "req-lost"),
+                Box::new(sent_event),
+            )
+            .await;
+        assert!(
+            matches!(lost, Err(StoreError::ClaimLost)),
+            "{key}: {lost:?}"
+        );
+    }
+    assert!(
+        s.find_contact_by_phone(f.org, &phone("+4915123456781"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(s.list_outbox_events(f.org, 10).await.unwrap().len(), 1);
+    assert!(matches!(
+        s.idempotency_state(f.key, "k2", t(5)).await.unwrap(),
+        IdempotencyState::InProgress { .. }
+    ));
+    s.release_idempotency(in_progress).await.unwrap();
+
+    // By group commit: 24 concurrent records of 20 new keys (4 asked twice): one record per key,
+    // the others lose theirs and write nothing.
+    let effects: GroupEffects = std::sync::Arc::new(sent_event);
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let record = GroupedOutbound {
+            new: outbound(&f, to(&format!("+491512345679{}", i % 4)), open, 10),
+            completion: completing(
+                new_key(&f, &format!("g-{}", i % 20), 10),
+                &format!("req-{i}"),
+            ),
+            effects: effects.clone(),
+        };
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            (i % 20, s.record_outbound_grouped(record).await)
+        }));
+    }
+    let mut written: Vec<Option<RecordedOutbound>> = vec![None; 20];
+    let mut lost = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            (k, Ok(r)) => {
+                assert!(written[k].is_none(), "g-{k} written twice");
+                written[k] = Some(r);
+            }
+            (_, Err(StoreError::ClaimLost)) => lost += 1,
+            (_, Err(e)) => panic!("{e}"),
+        }
+    }
+    assert_eq!(lost, 4);
+    for (k, r) in written.into_iter().enumerate() {
+        let r = r.unwrap_or_else(|| panic!("g-{k} not written"));
+        match replay(&format!("g-{k}"), 11).await.unwrap() {
+            ClaimOutcome::Replay(Stored::Send(kept)) => assert_eq!(kept.recorded, r),
+            other => panic!("g-{k}: {other:?}"),
+        }
+    }
+    let messages = s
+        .list_messages(f.org, &MessageFilter::default(), None, 100)
+        .await
+        .unwrap();
+    assert_eq!(messages.len(), 21);
+    assert_eq!(s.list_outbox_events(f.org, 100).await.unwrap().len(), 21);
 }
 
 fn inbound(sender: InboundSender, pid: &str, sent_at: i64) -> NewInbound {
@@ -1173,7 +1298,7 @@ async fn grouped_records_commit_together_and_fail_alone(s: SharedStore) {
                 i as i64,
             ),
             completion: Some(ClaimCompletion {
-                token: *token,
+                claim: (*token).into(),
                 status: 201,
                 request_id: Some(format!("req-{i}")),
                 extra: None,

@@ -580,7 +580,7 @@ async fn a_lost_claim_writes_no_evidence(ts: &TestStore) {
             Some("Ada".into()),
             c.clone(),
             Some(ClaimCompletion {
-                token: first,
+                claim: first.into(),
                 status: 201,
                 request_id: None,
                 extra: None,
@@ -603,7 +603,7 @@ async fn a_lost_claim_writes_no_evidence(ts: &TestStore) {
             Some("Ada".into()),
             c.clone(),
             Some(ClaimCompletion {
-                token: second,
+                claim: second.into(),
                 status: 201,
                 request_id: None,
                 extra: Some(serde_json::json!({"consent": {"uuid": "c"}})),
