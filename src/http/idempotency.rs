@@ -38,7 +38,7 @@ use uuid::Uuid;
 use super::auth::Principal;
 use super::error::ApiError;
 use super::request_id;
-use super::state::AppState;
+use super::state::{AppState, Running};
 use switchboard_store::{
     ClaimOutcome, ClaimToken, IdempotencyClaim, IdempotencyState, NewKey, Stored, StoredResponse,
 };
@@ -449,34 +449,52 @@ where
 struct InFlight {
     state: AppState,
     key: (i64, String),
+    id: Uuid,
 }
 
 impl InFlight {
     /// Holds the key, or answers a duplicate of a send running here: 409
     /// `idempotency_in_progress` (`idempotency_conflict` for another body), as its claim would.
+    /// A send running for longer than the lease is passed over, as its claim would be.
     fn enter(state: &AppState, keyed: &Keyed) -> Result<InFlight, ApiError> {
         use dashmap::mapref::entry::Entry;
         let key = (keyed.claim.api_key_id, keyed.claim.key.clone());
+        let running = Running {
+            fingerprint: keyed.claim.fingerprint.clone(),
+            since: std::time::Instant::now(),
+            id: Uuid::new_v4(),
+        };
+        let id = running.id;
         match state.sends_in_flight.entry(key.clone()) {
-            Entry::Occupied(running) => Err(if *running.get() == keyed.claim.fingerprint {
-                ApiError::idempotency_in_progress()
-            } else {
-                ApiError::idempotency_conflict()
-            }),
+            Entry::Occupied(first)
+                if first.get().since.elapsed() < state.config.idempotency_lease =>
+            {
+                return Err(if first.get().fingerprint == keyed.claim.fingerprint {
+                    ApiError::idempotency_in_progress()
+                } else {
+                    ApiError::idempotency_conflict()
+                });
+            }
+            Entry::Occupied(mut stale) => {
+                stale.insert(running);
+            }
             Entry::Vacant(free) => {
-                free.insert(keyed.claim.fingerprint.clone());
-                Ok(InFlight {
-                    state: state.clone(),
-                    key,
-                })
+                free.insert(running);
             }
         }
+        Ok(InFlight {
+            state: state.clone(),
+            key,
+            id,
+        })
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.state.sends_in_flight.remove(&self.key);
+        self.state
+            .sends_in_flight
+            .remove_if(&self.key, |_, running| running.id == self.id);
     }
 }
 

@@ -24,10 +24,10 @@ pub struct AppInner {
     /// When each key's `last_used_at` was last written by this process (ms), to write it at
     /// most once a minute per key.
     pub key_touches: DashMap<i64, i64>,
-    /// The sends' idempotency keys (API key id, key) whose requests run in this process, with
-    /// their fingerprints: a duplicate that comes while its first request runs here is answered
-    /// at once (`http::idempotency::run_send`).
-    pub sends_in_flight: DashMap<(i64, String), Vec<u8>>,
+    /// The sends' idempotency keys (API key id, key) whose requests run in this process: a
+    /// duplicate that comes while its first request runs here is answered at once
+    /// (`http::idempotency::run_send`).
+    pub sends_in_flight: DashMap<(i64, String), Running>,
     /// Cached API keys and channel lists, invalidated by the configuration generation.
     pub config_cache: Arc<crate::cache::ConfigCache>,
     /// Builds messaging provider adapters; holds the one provider HTTP client.
@@ -54,4 +54,12 @@ impl Deref for AppState {
     fn deref(&self) -> &AppInner {
         &self.0
     }
+}
+
+/// A send running in this process, as `AppInner::sends_in_flight` keeps it: its request's
+/// fingerprint, since when it runs, and which request it is.
+pub struct Running {
+    pub fingerprint: Vec<u8>,
+    pub since: std::time::Instant,
+    pub id: uuid::Uuid,
 }
