@@ -16,7 +16,9 @@
 //!   the key; a 5xx is not stored either, so that the client's retry with the same key can
 //!   succeed: in both cases the claim is released;
 //! * the three v1 send paths require the header and complete the record in the send's own
-//!   transaction; [`honour`] applies the same rules to every other v1 POST, PUT and DELETE
+//!   transaction ([`run_send`]: a free key is claimed only before a provider call, and a
+//!   sandbox send writes it with its record; a duplicate of a send running in this process is
+//!   answered from memory); [`honour`] applies the same rules to every other v1 POST, PUT and DELETE
 //!   that carries the header; a stored response that carries a secret (an endpoint's create
 //!   and `rotate-secret`) is sealed with the master key, never kept in clear;
 //! * records expire after `SWITCHBOARD_IDEMPOTENCY_RETENTION` and are purged.
