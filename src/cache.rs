@@ -26,7 +26,7 @@ use dashmap::DashMap;
 
 use switchboard_domain::api_key::KeyHash;
 use switchboard_domain::channel::Channel;
-use switchboard_store::{ApiKeyRecord, Store, StoreResult};
+use switchboard_store::{ApiKeyRecord, GenerationReader, Store, StoreResult};
 
 /// How often each instance reads the configuration generation.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(5);
@@ -128,9 +128,9 @@ impl ConfigCache {
     }
 
     /// Reads the generation and empties the caches if it moved. Called every `POLL_INTERVAL`.
-    pub async fn poll(&self, store: &dyn Store) -> StoreResult<()> {
+    pub async fn poll(&self, reader: &mut dyn GenerationReader) -> StoreResult<()> {
         let started = self.now_us();
-        let current = store.config_generation().await?;
+        let current = reader.read().await?;
         if self.generation.swap(current, Ordering::AcqRel) != current {
             self.keys.clear();
             self.channels.clear();
@@ -208,10 +208,15 @@ async fn poll_until(
 ) {
     let mut tick = tokio::time::interval(POLL_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Keeps a connection while polling (one round trip a poll), none while resting.
+    let mut reader: Option<Box<dyn GenerationReader>> = None;
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
+        }
+        if cache.idle_for() >= rest_after {
+            reader = None;
         }
         if cache.rest_if_idle(rest_after, &stop).await {
             if stop.is_cancelled() {
@@ -219,7 +224,8 @@ async fn poll_until(
             }
             tick.reset();
         }
-        if let Err(e) = cache.poll(store.as_ref()).await {
+        let reader = reader.get_or_insert_with(|| store.generation_reader());
+        if let Err(e) = cache.poll(reader.as_mut()).await {
             tracing::debug!(error = %e, "could not read the configuration generation; caches are bypassed");
         }
     }
@@ -302,7 +308,10 @@ mod tests {
     async fn a_poll_after_a_change_drops_the_cached_key() {
         let (t, g, id) = store_with_key().await;
         let cache = ConfigCache::with_max_staleness(Duration::from_secs(60));
-        cache.poll(t.store.as_ref()).await.unwrap();
+        cache
+            .poll(t.store.generation_reader().as_mut())
+            .await
+            .unwrap();
         assert!(!answers_revoked(&cache, &t.store, &g.hash).await);
         assert_eq!(
             cache.keys.len(),
@@ -310,7 +319,10 @@ mod tests {
             "the key is cached while polls are fresh"
         );
         revoke(&t.store, id).await;
-        cache.poll(t.store.as_ref()).await.unwrap();
+        cache
+            .poll(t.store.generation_reader().as_mut())
+            .await
+            .unwrap();
         assert!(cache.keys.is_empty(), "the revocation moved the generation");
         assert!(answers_revoked(&cache, &t.store, &g.hash).await);
     }
@@ -360,7 +372,10 @@ mod tests {
     async fn stale_polls_bypass_the_cache() {
         let (t, g, id) = store_with_key().await;
         let cache = ConfigCache::with_max_staleness(Duration::from_millis(1));
-        cache.poll(t.store.as_ref()).await.unwrap();
+        cache
+            .poll(t.store.generation_reader().as_mut())
+            .await
+            .unwrap();
         cache.api_key(t.store.as_ref(), &g.hash).await.unwrap();
         revoke(&t.store, id).await;
         // No poll for longer than the staleness bound: the cached entry is not used any more.

@@ -43,6 +43,7 @@ mod postgres;
 pub mod queue;
 pub mod recovery;
 mod sqlite;
+mod system;
 pub mod templates;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -65,6 +66,7 @@ pub use postgres::PgStore;
 pub use queue::SendQueueStore;
 pub use recovery::RecoveryStore;
 pub use sqlite::SqliteStore;
+pub use system::{GenerationReader, Reseal, SystemStore};
 pub use templates::{
     ConsentContext, ConsentRecord, NewConsent, NewTemplate, ProviderTemplateStatus, TemplateChange,
     TemplatePatch, TemplateRecord,
@@ -219,47 +221,6 @@ pub struct ChannelPatch {
 
 // ---------------------------------------------------------------------------------------------
 // The interface, grouped by aggregate. `Store` is all of them.
-
-#[async_trait]
-pub trait SystemStore: Send + Sync {
-    /// Applies the embedded migrations.
-    async fn migrate(&self) -> StoreResult<()>;
-    /// A cheap round trip, for `/readyz`.
-    async fn ping(&self) -> StoreResult<()>;
-    /// A small write transaction (a few KiB, rewritten in place), for `/readyz` while writes
-    /// fail ([`health::write_fault`]): its success ends the fault.
-    async fn probe_write(&self, now: Timestamp) -> StoreResult<()>;
-    async fn get_setting(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
-    /// Stores `value` under `key` unless a value exists; returns the value now stored.
-    async fn init_setting(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>>;
-    /// Which backend this is: `sqlite` or `postgres`.
-    fn backend(&self) -> &'static str;
-    /// The configuration generation: a counter that every change to API keys or channels
-    /// bumps in its own transaction (see `cache`).
-    async fn config_generation(&self) -> StoreResult<i64>;
-    /// The dispatcher's wake-ups (see [`Wakeups`]): this process's commits that wrote outbox
-    /// events and, on PostgreSQL, every instance's commits that wrote deliveries.
-    fn wakeups(&self) -> Wakeups;
-    /// The hand-off of deliveries written leased to this process's dispatcher (see
-    /// [`handoff`]).
-    fn handoff(&self) -> handoff::Handoff;
-    /// Changes whenever events may have been written (this process's commits of outbox
-    /// events; on PostgreSQL also other instances' commits that wrote deliveries, while a
-    /// [`Wakeups`] is alive). Event streams wait on it, and poll as well.
-    fn event_signal(&self) -> tokio::sync::watch::Receiver<u64>;
-    /// Re-encrypts every stored secret with `reseal` (sealed value, associated data) and
-    /// replaces the setting `check_key` with `new_check`, in one transaction. Returns the
-    /// number of secrets re-encrypted. Any failure changes nothing.
-    async fn reseal_secrets(
-        &self,
-        reseal: &Reseal,
-        check_key: &str,
-        new_check: &[u8],
-    ) -> StoreResult<usize>;
-}
-
-/// Opens a value sealed under the old master key and seals it under the new one.
-pub type Reseal = dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>, String> + Send + Sync;
 
 #[async_trait]
 pub trait OrgStore: Send + Sync {

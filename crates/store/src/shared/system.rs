@@ -142,11 +142,16 @@ impl SystemStore for Backend {
     }
 
     async fn config_generation(&self) -> StoreResult<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT value FROM config_generation WHERE id = 1")
-                .fetch_one(self.reader())
-                .await?,
-        )
+        Ok(sqlx::query_scalar(GENERATION)
+            .fetch_one(self.reader())
+            .await?)
+    }
+
+    fn generation_reader(&self) -> Box<dyn crate::GenerationReader> {
+        Box::new(GenerationReader {
+            pool: self.reader().clone(),
+            kept: None,
+        })
     }
 
     fn wakeups(&self) -> crate::Wakeups {
@@ -197,5 +202,42 @@ impl SystemStore for Backend {
             .await?;
         tx.commit(Effects::none()).await?;
         Ok(count)
+    }
+}
+
+const GENERATION: &str = "SELECT value FROM config_generation WHERE id = 1";
+
+/// [`crate::GenerationReader`] on a pool of this backend.
+struct GenerationReader {
+    pool: sqlx::Pool<super::Db>,
+    kept: Option<sqlx::pool::PoolConnection<super::Db>>,
+}
+
+#[async_trait]
+impl crate::GenerationReader for GenerationReader {
+    async fn read(&mut self) -> StoreResult<i64> {
+        if let Some(mut conn) = self.kept.take() {
+            if let Ok(generation) = sqlx::query_scalar(GENERATION).fetch_one(&mut *conn).await {
+                self.keep(conn);
+                return Ok(generation);
+            }
+            // A kept connection that failed (a restarted database, say) is closed, not
+            // returned, and the read made again on a connection the pool checks.
+            let _ = conn.close().await;
+        }
+        let mut conn = self.pool.acquire().await?;
+        let generation = sqlx::query_scalar(GENERATION).fetch_one(&mut *conn).await?;
+        self.keep(conn);
+        Ok(generation)
+    }
+}
+
+impl GenerationReader {
+    /// Keeps the connection for the next read, unless the pool has no idle connection left
+    /// (others may be waiting for one).
+    fn keep(&mut self, conn: sqlx::pool::PoolConnection<super::Db>) {
+        if self.pool.num_idle() > 0 {
+            self.kept = Some(conn);
+        }
     }
 }

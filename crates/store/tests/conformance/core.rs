@@ -12,6 +12,7 @@ use switchboard_domain::channel::ChannelStatus;
 use switchboard_domain::event::Effects;
 use switchboard_domain::event::{Actor, EventCategory, NewEvent, OrgEvent};
 use switchboard_domain::scope::ScopeSet;
+use switchboard_store::testing::TestStore;
 use switchboard_store::*;
 
 conformance!(
@@ -22,6 +23,7 @@ conformance!(
     effects_are_written_with_the_change,
     concurrent_writers_never_fail,
     migrations_are_idempotent,
+    a_generation_reader_sees_changes_and_outlives_its_connection,
 );
 
 async fn settings_are_written_once(s: SharedStore) {
@@ -414,4 +416,35 @@ fn both_backends_have_the_same_migrations() {
         names("postgres"),
         "every migration exists for both backends, with the same name"
     );
+}
+
+/// The cache's poller reads the configuration generation on a connection it keeps: it sees
+/// every change to channels, and a kept connection that the database closed (a restart, an
+/// administrator's `pg_terminate_backend`) costs no failed read.
+async fn a_generation_reader_sees_changes_and_outlives_its_connection(ts: &TestStore) {
+    let s = &ts.store;
+    let mut reader = s.generation_reader();
+    let first = reader.read().await.unwrap();
+    assert_eq!(first, s.config_generation().await.unwrap());
+    assert_eq!(reader.read().await.unwrap(), first, "nothing changed");
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    s.create_channel(new_channel(org.id, None, "Sales", true), no_effects())
+        .await
+        .unwrap();
+    let second = reader.read().await.unwrap();
+    assert!(second > first, "a new channel moves the generation");
+    if ts.backend() == "postgres" {
+        // Every connection of the store is closed by the server, the kept one among them.
+        ts.raw_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(reader.read().await.unwrap(), second);
+    s.create_channel(new_channel(org.id, None, "Support", false), no_effects())
+        .await
+        .unwrap();
+    assert!(reader.read().await.unwrap() > second);
 }
