@@ -140,6 +140,10 @@ pub(super) mod dialect {
     /// Group committers of sends' records: two, so that one group is written while the other
     /// commits (bench sends/s with 1, 2 and 4 committers: 944, 1 120 and 1 053; docs/benchmarks.md).
     pub const GROUP_COMMITTERS: usize = 2;
+    /// Each committer keeps its connection between its transactions (`group_commit::Kept`).
+    pub const KEEP_COMMITTER_CONNECTION: bool = true;
+    /// How a write transaction begins.
+    pub const BEGIN_WRITE: &str = "BEGIN";
 
     /// Serializes changes to one organization's rows (slug derivation, default channel).
     pub const LOCK_ORG: &str = "SELECT id FROM organizations WHERE id = $1 FOR UPDATE";

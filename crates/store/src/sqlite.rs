@@ -174,7 +174,7 @@ impl SqliteStore {
 
     /// A write transaction: `BEGIN IMMEDIATE` on the single writer connection.
     pub(super) async fn begin(&self) -> StoreResult<Transaction<'static, Sqlite>> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+        Ok(self.writer.begin_with(dialect::BEGIN_WRITE).await?)
     }
 
     pub(super) async fn run_migrations(&self) -> StoreResult<()> {
@@ -200,6 +200,10 @@ impl SqliteStore {
 pub(super) mod dialect {
     /// Group committers of sends' records: one writer connection serializes every write, so one committer.
     pub const GROUP_COMMITTERS: usize = 1;
+    /// The one writer connection is never kept by a committer: other writes need it too.
+    pub const KEEP_COMMITTER_CONNECTION: bool = false;
+    /// How a write transaction begins: taking the write lock at once.
+    pub const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 
     /// Serializes changes to one organization's rows (SQLite: writers are serialized anyway).
     pub const LOCK_ORG: &str = "SELECT id FROM organizations WHERE id = $1";

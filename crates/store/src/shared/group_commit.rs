@@ -24,10 +24,12 @@
 //!
 //! SQLite, whose one writer connection serializes every write anyway, has one committer;
 //! PostgreSQL has [`dialect::GROUP_COMMITTERS`] (two), so that a group can be written while the
-//! previous one commits.
+//! previous one commits. On PostgreSQL each committer keeps its connection between groups
+//! ([`Kept`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -42,6 +44,17 @@ use crate::{GroupedOutbound, RecipientRef, RecordedOutbound, StoreError, StoreRe
 const MAX_GROUP: usize = 64;
 /// Records waiting for a committer at most (senders wait beyond it).
 const QUEUE: usize = 4096;
+/// A committer lets its kept connection go after this long without a group.
+const KEEP_IDLE: Duration = Duration::from_secs(1);
+
+/// The connection a records committer keeps between its groups on PostgreSQL
+/// ([`dialect::KEEP_COMMITTER_CONNECTION`]): a group's transaction then begins with no round
+/// trip to check a pooled connection, and ends with none to check it again (the pool checks a
+/// connection when it is taken and when it is returned), which under light load is two of a
+/// send's round trips between its record and its deliveries. It is let go after [`KEEP_IDLE`]
+/// without a group and whenever the pool has no idle connection left; a kept connection that
+/// the database closed meanwhile is replaced before anything is written (`Backend::write_kept`).
+type Kept = Option<sqlx::pool::PoolConnection<super::Db>>;
 
 /// One record to write and where its answer goes.
 pub(crate) struct Job {
@@ -84,8 +97,8 @@ impl<J> Default for Queue<J> {
 impl<J: Send + 'static> Queue<J> {
     fn sender<F, Fut>(&self, write: F) -> mpsc::Sender<J>
     where
-        F: Fn(Vec<J>) -> Fut + Copy + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
+        F: Fn(Vec<J>, Kept) -> Fut + Copy + Send + Sync + 'static,
+        Fut: Future<Output = Kept> + Send + 'static,
     {
         let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
         match &*slot {
@@ -109,8 +122,8 @@ impl<J: Send + 'static> Queue<J> {
         make: impl FnOnce(oneshot::Sender<StoreResult<T>>) -> J,
     ) -> StoreResult<T>
     where
-        F: Fn(Vec<J>) -> Fut + Copy + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
+        F: Fn(Vec<J>, Kept) -> Fut + Copy + Send + Sync + 'static,
+        Fut: Future<Output = Kept> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         self.sender(write)
@@ -161,28 +174,42 @@ impl Backend {
 
 /// Takes every job waiting (at least one, at most [`MAX_GROUP`]) and writes them as a group,
 /// until the store is dropped. The group's work runs in a task of its own, so that a panic
-/// fails only its group.
+/// fails only its group (and lets its kept connection go).
 async fn committer<J, F, Fut>(rx: Arc<tokio::sync::Mutex<mpsc::Receiver<J>>>, write: F)
 where
     J: Send + 'static,
-    F: Fn(Vec<J>) -> Fut,
-    Fut: Future<Output = ()> + Send + 'static,
+    F: Fn(Vec<J>, Kept) -> Fut,
+    Fut: Future<Output = Kept> + Send + 'static,
 {
+    let mut kept: Kept = None;
     loop {
-        let mut jobs = Vec::new();
-        {
-            let mut rx = rx.lock().await;
-            let Some(first) = rx.recv().await else { return };
-            jobs.push(first);
-            while jobs.len() < MAX_GROUP {
-                match rx.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(_) => break,
+        let jobs = match kept {
+            Some(_) => match tokio::time::timeout(KEEP_IDLE, next_group(&rx)).await {
+                Ok(jobs) => jobs,
+                Err(_) => {
+                    kept = None;
+                    next_group(&rx).await
                 }
-            }
-        }
-        let _ = tokio::spawn(write(jobs)).await;
+            },
+            None => next_group(&rx).await,
+        };
+        let Some(jobs) = jobs else { return };
+        kept = tokio::spawn(write(jobs, kept)).await.unwrap_or(None);
     }
+}
+
+/// Every job waiting, at least one (waiting for it) and at most [`MAX_GROUP`]; `None` when the
+/// queue is closed. Cancelling it loses no job.
+async fn next_group<J>(rx: &tokio::sync::Mutex<mpsc::Receiver<J>>) -> Option<Vec<J>> {
+    let mut rx = rx.lock().await;
+    let mut jobs = vec![rx.recv().await?];
+    while jobs.len() < MAX_GROUP {
+        match rx.try_recv() {
+            Ok(job) => jobs.push(job),
+            Err(_) => break,
+        }
+    }
+    Some(jobs)
 }
 
 /// A new idempotency record to insert (the values of `claim_idempotency`'s insert).
@@ -205,8 +232,14 @@ pub(crate) struct ClaimJob {
 }
 
 /// Inserts a group of claims with one statement; when it fails (a key deleted meanwhile, say),
-/// each claim alone, so that each gets its own answer.
-async fn insert_claims(jobs: Vec<ClaimJob>) {
+/// each claim alone, so that each gets its own answer. (On a pooled connection: a claim is one
+/// statement outside a transaction, which a connection closed meanwhile would fail.)
+async fn insert_claims(jobs: Vec<ClaimJob>, kept: Kept) -> Kept {
+    insert_claim_group(jobs).await;
+    kept
+}
+
+async fn insert_claim_group(jobs: Vec<ClaimJob>) {
     let store = jobs[0].store.clone();
     if jobs.len() > 1 {
         let claims: Vec<&NewClaim> = jobs.iter().map(|j| &j.claim).collect();
@@ -264,28 +297,48 @@ fn lock_order(job: &Job) -> (i64, u8, String) {
     }
 }
 
-async fn commit_group(mut jobs: Vec<Job>) {
+async fn commit_group(mut jobs: Vec<Job>, mut kept: Kept) -> Kept {
     let store = jobs[0].store.clone();
     if jobs.len() > 1 {
         jobs.sort_by_key(lock_order);
-        if let Ok(recorded) = write_group(&store, &jobs).await {
+        if let Ok(recorded) = write_group(&store, &jobs, &mut kept).await {
             crate::observe::group(jobs.len());
             for (job, r) in jobs.into_iter().zip(recorded) {
                 let _ = job.reply.send(Ok(r));
             }
-            return;
+            return keep(&store, kept);
         }
     }
     // One record, or a group that failed: one transaction per record.
     for job in jobs {
         crate::observe::group(1);
-        let result = write_alone(&store, &job).await;
+        let result = write_alone(&store, &job, &mut kept).await;
         let _ = job.reply.send(result);
+    }
+    keep(&store, kept)
+}
+
+/// The committer's connection for its next group, unless the pool has no idle connection left
+/// (others may be waiting for one).
+fn keep(store: &Backend, kept: Kept) -> Kept {
+    kept.filter(|_| store.writer().num_idle() > 0)
+}
+
+/// A group's transaction: on the committer's kept connection where the backend keeps one.
+async fn begin<'s>(store: &'s Backend, kept: &'s mut Kept) -> StoreResult<WriteTx<'s>> {
+    if dialect::KEEP_COMMITTER_CONNECTION {
+        store.write_kept(kept).await
+    } else {
+        store.write().await
     }
 }
 
-async fn write_group(store: &Backend, jobs: &[Job]) -> StoreResult<Vec<RecordedOutbound>> {
-    let mut tx = store.write().await?;
+async fn write_group(
+    store: &Backend,
+    jobs: &[Job],
+    kept: &mut Kept,
+) -> StoreResult<Vec<RecordedOutbound>> {
+    let mut tx = begin(store, kept).await?;
     tx.group_mode();
     let mut completions = Vec::new();
     let recorded = if jobs.iter().all(|j| groupable(&j.record.new)) {
@@ -315,8 +368,8 @@ async fn write_group(store: &Backend, jobs: &[Job]) -> StoreResult<Vec<RecordedO
     Ok(recorded)
 }
 
-async fn write_alone(store: &Backend, job: &Job) -> StoreResult<RecordedOutbound> {
-    let mut tx = store.write().await?;
+async fn write_alone(store: &Backend, job: &Job, kept: &mut Kept) -> StoreResult<RecordedOutbound> {
+    let mut tx = begin(store, kept).await?;
     tx.group_mode();
     let recorded = write_record(&mut tx, job, None).await?;
     tx.commit_for(job.trace.as_deref().into_iter()).await?;

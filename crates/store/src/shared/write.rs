@@ -10,7 +10,8 @@
 
 use std::ops::{Deref, DerefMut};
 
-use sqlx::Transaction;
+use sqlx::pool::PoolConnection;
+use sqlx::{Database, Transaction, TransactionManager};
 use switchboard_domain::event::Effects;
 
 use super::{Backend, Conn, Db, dialect};
@@ -19,7 +20,7 @@ use crate::StoreResult;
 /// A write transaction of the store and what it has to wake on commit.
 pub(super) struct WriteTx<'s> {
     store: &'s Backend,
-    tx: Transaction<'static, Db>,
+    tx: Tx<'s>,
     /// Outbox events were written: this process's dispatcher is woken after the commit.
     events: bool,
     /// Deliveries were written or scheduled: every instance's dispatcher is woken.
@@ -37,19 +38,134 @@ pub(super) struct WriteTx<'s> {
     handed: crate::handoff::Uncommitted,
 }
 
+/// The connection of a write transaction: taken from the pool for it (and given back after),
+/// or kept by its caller between transactions.
+enum Tx<'s> {
+    Pooled(Transaction<'static, Db>),
+    Kept(KeptTx<'s>),
+}
+
+/// A transaction on a connection its caller keeps (`home`), where the connection goes back when
+/// the transaction ends; dropped before its commit, it rolls back (sent with the connection's
+/// next statement, as sqlx's own transactions do).
+struct KeptTx<'s> {
+    conn: Option<PoolConnection<Db>>,
+    home: &'s mut Option<PoolConnection<Db>>,
+}
+
+type Manager = <Db as Database>::TransactionManager;
+
+impl Tx<'_> {
+    async fn commit(self) -> Result<(), sqlx::Error> {
+        match self {
+            Tx::Pooled(tx) => tx.commit().await,
+            Tx::Kept(mut kept) => Manager::commit(&mut kept).await,
+        }
+    }
+
+    async fn rollback(self) -> Result<(), sqlx::Error> {
+        match self {
+            Tx::Pooled(tx) => tx.rollback().await,
+            Tx::Kept(mut kept) => Manager::rollback(&mut kept).await,
+        }
+    }
+}
+
+impl Drop for KeptTx<'_> {
+    fn drop(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            if Manager::get_transaction_depth(&conn) > 0 {
+                Manager::start_rollback(&mut conn);
+            }
+            *self.home = Some(conn);
+        }
+    }
+}
+
+impl Deref for KeptTx<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        self.conn
+            .as_ref()
+            .expect("a kept transaction has its connection")
+    }
+}
+
+impl DerefMut for KeptTx<'_> {
+    fn deref_mut(&mut self) -> &mut Conn {
+        self.conn
+            .as_mut()
+            .expect("a kept transaction has its connection")
+    }
+}
+
+impl Deref for Tx<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        match self {
+            Tx::Pooled(tx) => tx,
+            Tx::Kept(kept) => kept,
+        }
+    }
+}
+
+impl DerefMut for Tx<'_> {
+    fn deref_mut(&mut self) -> &mut Conn {
+        match self {
+            Tx::Pooled(tx) => tx,
+            Tx::Kept(kept) => kept,
+        }
+    }
+}
+
 impl Backend {
     /// Starts a write transaction.
     pub(super) async fn write(&self) -> StoreResult<WriteTx<'_>> {
-        Ok(WriteTx {
+        Ok(self.write_in(Tx::Pooled(self.begin().await?)))
+    }
+
+    /// Starts a write transaction on the connection kept in `home` (taking one from the pool,
+    /// checked, when none is kept), which goes back to `home` when the transaction ends. A kept
+    /// connection that cannot begin (the database closed it meanwhile) is let go, and the
+    /// transaction begins on one from the pool: nothing was written, so nothing fails.
+    pub(super) async fn write_kept<'s>(
+        &'s self,
+        home: &'s mut Option<PoolConnection<Db>>,
+    ) -> StoreResult<WriteTx<'s>> {
+        let begin = || Some(std::borrow::Cow::Borrowed(dialect::BEGIN_WRITE));
+        let mut conn = None;
+        if let Some(mut kept) = home.take() {
+            match Manager::begin(&mut kept, begin()).await {
+                Ok(()) => conn = Some(kept),
+                // Returned to the pool, which checks it and closes it.
+                Err(_) => drop(kept),
+            }
+        }
+        let conn = match conn {
+            Some(conn) => conn,
+            None => {
+                let mut fresh = self.writer().acquire().await?;
+                Manager::begin(&mut fresh, begin()).await?;
+                fresh
+            }
+        };
+        Ok(self.write_in(Tx::Kept(KeptTx {
+            conn: Some(conn),
+            home,
+        })))
+    }
+
+    fn write_in<'s>(&'s self, tx: Tx<'s>) -> WriteTx<'s> {
+        WriteTx {
             store: self,
-            tx: self.begin().await?,
+            tx,
             events: false,
             deliveries: false,
             started: std::time::SystemTime::now(),
             shared_fan: None,
             deferred: None,
             handed: crate::handoff::Uncommitted::new(self.hooks.handoff.clone()),
-        })
+        }
     }
 
     /// Starts a write transaction holding the organization's lock (see [`WriteTx::lock_org`]).

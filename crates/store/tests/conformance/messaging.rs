@@ -14,6 +14,7 @@ use switchboard_domain::message::timeline::StepKind;
 use switchboard_domain::message::{Direction, MessageStatus, MessageType};
 use switchboard_domain::phone::Phone;
 use switchboard_domain::webhooks::endpoint::{EndpointOrdering, EndpointStatus};
+use switchboard_store::testing::TestStore;
 use switchboard_store::webhooks::{DeliveryQuery, NewEndpoint};
 use switchboard_store::*;
 
@@ -35,6 +36,7 @@ conformance!(
     a_send_in_flight_keeps_what_the_provider_reports,
     a_write_probe_commits,
     edits_deletions_and_provider_id_lookups,
+    a_committer_outlives_its_connection_and_its_failed_records,
 );
 
 fn phone(s: &str) -> Phone {
@@ -2086,4 +2088,61 @@ async fn edits_deletions_and_provider_id_lookups(s: SharedStore) {
         events_before + 2,
         "one event per applied change"
     );
+}
+
+/// A committer of records keeps its connection between groups on PostgreSQL: a record right
+/// after the database closed that connection (a restart, `pg_terminate_backend`) is written
+/// all the same, and a record that fails (its key taken) leaves the kept connection usable for
+/// the next one, having written nothing.
+async fn a_committer_outlives_its_connection_and_its_failed_records(ts: &TestStore) {
+    let s = &ts.store;
+    let f = fixture(s).await;
+    let effects: GroupEffects = std::sync::Arc::new(sent_event);
+    let open = ConversationPolicy::OpenOrContinue;
+    let record = |p: &str, key: &str, at: i64| GroupedOutbound {
+        new: outbound(&f, RecipientRef::Phone(phone(p)), open, at),
+        completion: completing(new_key(&f, key, at), key),
+        effects: effects.clone(),
+    };
+    let first = s
+        .record_outbound_grouped(record("+4915123456770", "c-1", 1))
+        .await
+        .unwrap();
+    if ts.backend() == "postgres" {
+        ts.raw_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .await
+        .unwrap();
+    }
+    let second = s
+        .record_outbound_grouped(record("+4915123456771", "c-2", 2))
+        .await
+        .expect("a record right after the committer's connection was closed");
+    let lost = s
+        .record_outbound_grouped(record("+4915123456772", "c-1", 3))
+        .await;
+    assert!(matches!(lost, Err(StoreError::ClaimLost)), "{lost:?}");
+    let third = s
+        .record_outbound_grouped(record("+4915123456773", "c-3", 4))
+        .await
+        .expect("a record after a failed one");
+    assert!(
+        s.find_contact_by_phone(f.org, &phone("+4915123456772"))
+            .await
+            .unwrap()
+            .is_none(),
+        "the failed record wrote nothing"
+    );
+    let messages = s
+        .list_messages(f.org, &MessageFilter::default(), None, 10)
+        .await
+        .unwrap();
+    let mut written: Vec<_> = messages.iter().map(|m| m.uuid).collect();
+    written.sort();
+    let mut expected = vec![first.message.uuid, second.message.uuid, third.message.uuid];
+    expected.sort();
+    assert_eq!(written, expected);
+    assert_eq!(s.list_outbox_events(f.org, 10).await.unwrap().len(), 3);
 }
