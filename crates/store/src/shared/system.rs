@@ -221,9 +221,9 @@ impl crate::GenerationReader for GenerationReader {
                 self.keep(conn);
                 return Ok(generation);
             }
-            // A kept connection that failed (a restarted database, say) is closed, not
-            // returned, and the read made again on a connection the pool checks.
-            let _ = conn.close().await;
+            // A kept connection that failed (a restarted database, say) is closed (in the
+            // background), not returned, and the read made again on one the pool checks.
+            conn.close_on_drop();
         }
         let mut conn = self.pool.acquire().await?;
         let generation = sqlx::query_scalar(GENERATION).fetch_one(&mut *conn).await?;

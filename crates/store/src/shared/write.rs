@@ -137,8 +137,8 @@ impl Backend {
         if let Some(mut kept) = home.take() {
             match Manager::begin(&mut kept, begin()).await {
                 Ok(()) => conn = Some(kept),
-                // Returned to the pool, which checks it and closes it.
-                Err(_) => drop(kept),
+                // Closed (in the background), not returned to the pool.
+                Err(_) => kept.close_on_drop(),
             }
         }
         let conn = match conn {
