@@ -909,3 +909,73 @@ fn webhook_sql_names_no_status_of_its_own() {
         1
     );
 }
+
+/// The tables that the rows every send and delivery writes refer to without a foreign key on
+/// PostgreSQL (migration 0053): the store disables, revokes or closes them, never deletes them.
+const NEVER_DELETED: &[&str] = &[
+    "organizations",
+    "channels",
+    "contacts",
+    "conversations",
+    "api_keys",
+    "webhook_endpoints",
+];
+
+/// Each `DELETE FROM t` or `TRUNCATE [TABLE] t` of a table in [`NEVER_DELETED`], as `file:line`.
+fn deletes_of_kept_rows(name: &str, source: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (n, line) in source.lines().enumerate() {
+        let words: Vec<String> = line
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .map(|w| w.to_ascii_lowercase())
+            .collect();
+        for (i, w) in words.iter().enumerate() {
+            let target = match (w.as_str(), words.get(i + 1).map(String::as_str)) {
+                ("delete", Some("from")) => words.get(i + 2),
+                ("truncate", Some("table")) => words.get(i + 2),
+                ("truncate", _) => words.get(i + 1),
+                _ => None,
+            };
+            if let Some(t) = target.filter(|t| NEVER_DELETED.contains(&t.as_str())) {
+                found.push(format!("{name}:{}: deletes from {t}", n + 1));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn rows_referred_to_without_a_foreign_key_are_never_deleted() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    for krate in ["domain", "store"] {
+        rust_files(&root.join("crates").join(krate).join("src"), &mut files);
+    }
+    let sql = root.join("crates/store/sql/postgres");
+    for entry in std::fs::read_dir(&sql).unwrap_or_else(|e| panic!("{}: {e}", sql.display())) {
+        files.push(entry.unwrap().path());
+    }
+    assert!(
+        files.len() > 100,
+        "the scan found too few files: {}",
+        files.len()
+    );
+    let mut found = Vec::new();
+    for file in files {
+        let source = std::fs::read_to_string(&file).unwrap();
+        found.extend(deletes_of_kept_rows(&file.display().to_string(), &source));
+    }
+    assert!(
+        found.is_empty(),
+        "rows that messages, events, deliveries and idempotency records refer to without a \
+         foreign key on PostgreSQL are deleted (migration 0053: disable, revoke or close them \
+         instead, or bring the key back):\n{}",
+        found.join("\n")
+    );
+    // The check finds what it looks for.
+    let planted = "sqlx::query(\"DELETE FROM api_keys WHERE id = $1\")\n\
+                   \"TRUNCATE TABLE webhook_endpoints\"\n\"delete from webhook_attempts\"";
+    assert_eq!(deletes_of_kept_rows("x.rs", planted).len(), 2);
+}

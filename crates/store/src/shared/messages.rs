@@ -207,7 +207,7 @@ pub(super) async fn insert_message(
                                status, content, provider_message_id, error, created_at, updated_at, trace, journey,
                                context)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
-         ON CONFLICT (channel_id, provider_message_id) WHERE provider_message_id IS NOT NULL DO NOTHING
+         ON CONFLICT (provider_message_id, channel_id) WHERE provider_message_id IS NOT NULL DO NOTHING
          RETURNING id",
     )
     .bind(uuid)
@@ -374,7 +374,7 @@ pub(super) async fn write_outbound_in(
             }
             (None, None) => {
                 return Err(StoreError::UniqueViolation(Some(
-                    "messages_channel_provider_id".into(),
+                    "messages_provider_id_channel".into(),
                 )));
             }
         }

@@ -198,7 +198,7 @@ async fn insert_group_messages(
             .push_bind(new.context.as_ref().map(Json));
     });
     qb.push(
-        " ON CONFLICT (channel_id, provider_message_id) WHERE provider_message_id IS NOT NULL DO NOTHING
+        " ON CONFLICT (provider_message_id, channel_id) WHERE provider_message_id IS NOT NULL DO NOTHING
          RETURNING id, uuid",
     );
     // RETURNING's order is not the VALUES' order on SQLite: the ids are matched by uuid.
@@ -211,7 +211,7 @@ async fn insert_group_messages(
         .collect();
     if ids.len() != records.len() {
         return Err(StoreError::UniqueViolation(Some(
-            "messages_channel_provider_id".into(),
+            "messages_provider_id_channel".into(),
         )));
     }
     // Every row was written (no conflict skipped one), and each holds exactly what the INSERT
