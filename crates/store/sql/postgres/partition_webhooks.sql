@@ -48,13 +48,12 @@ ALTER TABLE webhook_deliveries RENAME TO webhook_deliveries_history;
 ALTER TABLE webhook_deliveries_history RENAME CONSTRAINT webhook_deliveries_pkey TO webhook_deliveries_history_pkey;
 ALTER TABLE webhook_deliveries_history DROP CONSTRAINT webhook_deliveries_uuid_key;
 ALTER INDEX webhook_deliveries_chain RENAME TO webhook_deliveries_history_chain;
-ALTER INDEX webhook_deliveries_created RENAME TO webhook_deliveries_history_created;
 ALTER INDEX webhook_deliveries_due_id RENAME TO webhook_deliveries_history_due_id;
 ALTER INDEX webhook_deliveries_endpoint_open RENAME TO webhook_deliveries_history_endpoint_open;
 ALTER INDEX webhook_deliveries_event_endpoint RENAME TO webhook_deliveries_history_event_endpoint;
 ALTER INDEX webhook_deliveries_org RENAME TO webhook_deliveries_history_org;
 ALTER INDEX webhook_deliveries_org_event RENAME TO webhook_deliveries_history_org_event;
-ALTER INDEX webhook_deliveries_org_status RENAME TO webhook_deliveries_history_org_status;
+ALTER INDEX webhook_deliveries_org_undelivered RENAME TO webhook_deliveries_history_org_undelivered;
 
 -- Attempts.
 ALTER TABLE webhook_attempts RENAME TO webhook_attempts_history;
@@ -102,14 +101,14 @@ BEGIN
     CREATE INDEX webhook_deliveries_uuid ON webhook_deliveries (uuid);
     CREATE INDEX webhook_deliveries_chain ON webhook_deliveries (endpoint_id, order_key, sequence)
         WHERE order_key IS NOT NULL;
-    CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at);
     CREATE INDEX webhook_deliveries_due_id ON webhook_deliveries (due_at, id) WHERE due_at IS NOT NULL;
     CREATE INDEX webhook_deliveries_endpoint_open ON webhook_deliveries (endpoint_id)
         WHERE status = ANY (ARRAY['pending'::text, 'retrying'::text]);
     CREATE INDEX webhook_deliveries_event_endpoint ON webhook_deliveries (event_id, endpoint_id);
     CREATE INDEX webhook_deliveries_org ON webhook_deliveries (org_id, created_at, id);
     CREATE INDEX webhook_deliveries_org_event ON webhook_deliveries (org_id, event_name, created_at, id);
-    CREATE INDEX webhook_deliveries_org_status ON webhook_deliveries (org_id, status, created_at, id);
+    CREATE INDEX webhook_deliveries_org_undelivered ON webhook_deliveries (org_id, status, created_at, id)
+        WHERE status <> 'delivered'::text;
     EXECUTE format('ALTER TABLE webhook_deliveries ATTACH PARTITION webhook_deliveries_history FOR VALUES FROM (MINVALUE) TO (%s)', dk << 32);
     EXECUTE format('CREATE TABLE webhook_deliveries_p%s PARTITION OF webhook_deliveries FOR VALUES FROM (%s) TO (%s) WITH (fillfactor = 50)',
                    dk, dk << 32, (dk + 1) << 32);

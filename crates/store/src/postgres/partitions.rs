@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use sqlx::{Pool, Postgres};
 
+use super::shared::webhook_sql;
 use crate::StoreResult;
 use crate::webhooks::DroppedPartitions;
 use switchboard_domain::Timestamp;
@@ -41,6 +42,9 @@ struct Table {
     sequence: &'static str,
     /// The column of a row's age.
     time: &'static str,
+    /// Whether the age is read organization by organization, from `(org_id, time, id)`: the
+    /// table has no index by age alone (deliveries, migration 0054).
+    by_org: bool,
     /// The table partitioned by this one's ids (attempts by their delivery's id).
     follower: Option<&'static str>,
 }
@@ -49,12 +53,14 @@ const DELIVERIES: Table = Table {
     parent: "webhook_deliveries",
     sequence: "webhook_deliveries_id_seq",
     time: "created_at",
+    by_org: true,
     follower: Some("webhook_attempts"),
 };
 const EVENTS: Table = Table {
     parent: "events",
     sequence: "events_id_seq",
     time: "occurred_at",
+    by_org: false,
     follower: None,
 };
 
@@ -177,16 +183,28 @@ async fn locked(tx: &mut sqlx::PgConnection) -> Result<bool, sqlx::Error> {
         .await
 }
 
-/// The time of the oldest (`MIN`) or newest (`MAX`) row of a partition (its time index).
+/// The time of the oldest (`MIN`) or newest (`MAX`) row of a partition, from its index by time
+/// or, for a table without one, from the ends of each organization's range of its index by
+/// organization and time.
 async fn edge(
     c: &mut sqlx::PgConnection,
     table: &str,
     t: &Table,
     agg: &str,
 ) -> Result<Option<Timestamp>, sqlx::Error> {
-    sqlx::query_scalar(&format!("SELECT {agg}({}) FROM {table}", t.time))
-        .fetch_one(&mut *c)
-        .await
+    let time = t.time;
+    let q = if t.by_org {
+        let order = if agg == "MIN" { "ASC" } else { "DESC" };
+        format!(
+            "{} SELECT {agg}((SELECT p.{time} FROM {table} p WHERE p.org_id = orgs.id
+                               ORDER BY p.{time} {order} LIMIT 1))
+             FROM orgs WHERE orgs.id IS NOT NULL",
+            webhook_sql::orgs_of(table)
+        )
+    } else {
+        format!("SELECT {agg}({time}) FROM {table}")
+    };
+    sqlx::query_scalar(&q).fetch_one(&mut *c).await
 }
 
 /// Starts partition k+1 when the live partition k is a span old. A live partition that is

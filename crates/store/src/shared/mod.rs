@@ -34,7 +34,7 @@ mod queue_entries;
 mod system;
 mod templates;
 mod users;
-mod webhook_sql;
+pub(super) mod webhook_sql;
 mod webhooks;
 mod write;
 

@@ -61,6 +61,37 @@ pub(crate) static ACTIVE: LazyLock<String> =
 pub(crate) static DISABLED: LazyLock<String> =
     LazyLock::new(|| name(EndpointStatus::Disabled.as_str()));
 
+/// `DeliveryStatus::Delivered`: the status the index of the ledger by status leaves out
+/// (`webhook_deliveries_org_undelivered`, migration 0054).
+pub(crate) static DELIVERED: LazyLock<String> =
+    LazyLock::new(|| name(DeliveryStatus::Delivered.as_str()));
+
+/// ` AND {col} = $n`, with the predicate of the index by status (` AND {col} <> ` and
+/// [`DELIVERED`]) for any other status, so that both planners see that the partial index applies (neither can
+/// tell that a bound status differs from a constant; both match the predicate's own term).
+pub(crate) fn push_status_filter<'a>(
+    qb: &mut sqlx::QueryBuilder<'a, super::Db>,
+    col: &str,
+    status: DeliveryStatus,
+) {
+    if status != DeliveryStatus::Delivered {
+        qb.push(format!(" AND {col} <> {}", *DELIVERED));
+    }
+    qb.push(format!(" AND {col} = ")).push_bind(status.as_str());
+}
+
+/// The organizations with rows in `table`, one probe of its `(org_id, ...)` index each (a loose
+/// index scan, which neither backend makes of `SELECT DISTINCT`), as the CTE `orgs(id)`.
+pub(crate) fn orgs_of(table: &str) -> String {
+    format!(
+        "WITH RECURSIVE orgs(id) AS (
+             SELECT (SELECT org_id FROM {table} ORDER BY org_id LIMIT 1)
+             UNION ALL
+             SELECT (SELECT t.org_id FROM {table} t WHERE t.org_id > orgs.id ORDER BY t.org_id LIMIT 1)
+             FROM orgs WHERE orgs.id IS NOT NULL)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +103,7 @@ mod tests {
         assert_eq!(*INITIAL, "'pending'");
         assert_eq!(*ACTIVE, "'active'");
         assert_eq!(*DISABLED, "'disabled'");
+        assert_eq!(*DELIVERED, "'delivered'");
         assert_eq!(
             statuses(delivery::recovery_requeues),
             "('failed', 'retries_exhausted')"

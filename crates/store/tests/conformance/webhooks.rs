@@ -36,6 +36,7 @@ conformance!(
     plain_successes_store_what_after_attempt_decides,
     ledger_queries_retry_and_purge,
     retention_drops_whole_partitions,
+    retention_reads_every_organization,
     legacy_records_share_the_fan_out,
     master_key_rotation_reseals_signing_secrets_only,
 );
@@ -1611,6 +1612,63 @@ async fn retention_drops_whole_partitions(ts: &TestStore) {
     assert_eq!(s.purge_deliveries(t(2000), 1000).await.unwrap(), (1, 1));
     assert_eq!(rows(ts, "webhook_deliveries_history", "status").await, 0);
     assert_eq!(rows(ts, "webhook_attempts", "number").await, 0);
+}
+
+/// Deliveries have no index by age alone (migration 0054): the purge and the age of a partition
+/// read each organization's range of `(org_id, created_at, id)`, and must miss none, whichever
+/// organization holds the oldest or the newest row.
+async fn retention_reads_every_organization(ts: &TestStore) {
+    let s = ts.store.clone();
+    let span = Duration::from_millis(10);
+    let a = s.create_org("Acme", t(0)).await.unwrap();
+    let b = s.create_org("Bolt", t(0)).await.unwrap();
+    create(&s, a.id, "https://a.example.com/a", &["*"]).await;
+    create(&s, b.id, "https://b.example.com/b", &["*"]).await;
+    emit(&s, b.id, "security.api_key_created", 1000).await;
+    emit(&s, a.id, "security.api_key_created", 1100).await;
+    emit(&s, b.id, "security.api_key_created", 1200).await;
+    emit(&s, a.id, "security.api_key_created", 3000).await;
+    // The ledger by status reads the partial index for every status but delivered.
+    let pending = |org| {
+        let s = s.clone();
+        async move {
+            let q = DeliveryQuery {
+                status: Some(DeliveryStatus::Pending),
+                ..all(10)
+            };
+            s.list_deliveries(org, &q).await.unwrap().len()
+        }
+    };
+    assert_eq!((pending(a.id).await, pending(b.id).await), (2, 2));
+    if !ts.partitioned().await {
+        // One delivery a call: oldest first within each organization, every organization in
+        // turn, the young one kept.
+        let mut calls = 0;
+        while s.purge_deliveries(t(2000), 1).await.unwrap().0 == 1 {
+            calls += 1;
+            assert!(calls <= 3, "only three deliveries are past the cutoff");
+        }
+        assert_eq!(calls, 3);
+        assert!(s.list_deliveries(b.id, &all(10)).await.unwrap().is_empty());
+        let kept = s.list_deliveries(a.id, &all(10)).await.unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].created_at, t(3000));
+        return;
+    }
+    // The oldest row (organization b's) makes the live partition a span old: it rolls. The
+    // newest (organization a's, at 3 000) keeps it past a cutoff of 2 000, and it goes past
+    // one of 3 500.
+    let dropped = s
+        .drop_expired_partitions(t(4000), t(2000), span)
+        .await
+        .unwrap();
+    assert_eq!(dropped, DroppedPartitions::default());
+    let dropped = s
+        .drop_expired_partitions(t(5000), t(3500), span)
+        .await
+        .unwrap();
+    assert_eq!(dropped.deliveries, 4);
+    assert!(s.list_deliveries(a.id, &all(10)).await.unwrap().is_empty());
 }
 
 async fn outcomes_are_recorded_in_batches(s: SharedStore) {

@@ -114,7 +114,7 @@ impl LedgerStore for Backend {
         let mut qb = QueryBuilder::<Db>::new(SELECT_DELIVERIES);
         qb.push(" WHERE d.org_id = ").push_bind(org_id);
         if let Some(s) = q.status {
-            qb.push(" AND d.status = ").push_bind(s.as_str());
+            sql::push_status_filter(&mut qb, "d.status", s);
         }
         match &q.event {
             Some(EventFilter::Exact(name)) => {
@@ -303,6 +303,8 @@ impl LedgerStore for Backend {
 
 /// Deletes up to `batch` deliveries of `table` created before `cutoff` and not in flight, and
 /// their attempts (no foreign key cascades on PostgreSQL, whose partitions are dropped alone).
+/// Organization by organization, oldest first, from the `(org_id, created_at, id)` index: the
+/// table keeps no index of its own by age (migration 0054).
 async fn purge_delivery_rows(
     store: &Backend,
     table: &str,
@@ -310,15 +312,33 @@ async fn purge_delivery_rows(
     batch: i64,
 ) -> StoreResult<u64> {
     let mut tx = store.write().await?;
-    let ids: Vec<i64> = sqlx::query_scalar(&format!(
-        "DELETE FROM {table} WHERE id IN (
-             SELECT id FROM {table} WHERE created_at < $1 AND lease_token IS NULL ORDER BY created_at LIMIT $2)
-         RETURNING id"
+    let orgs: Vec<i64> = sqlx::query_scalar(&format!(
+        "{} SELECT id FROM orgs WHERE id IS NOT NULL",
+        sql::orgs_of(table)
     ))
-    .bind(cutoff)
-    .bind(batch)
     .fetch_all(&mut *tx)
     .await?;
+    let delete = format!(
+        "DELETE FROM {table} WHERE id IN (
+             SELECT id FROM {table} WHERE org_id = $1 AND created_at < $2 AND lease_token IS NULL
+             ORDER BY created_at LIMIT $3)
+         RETURNING id"
+    );
+    let mut ids: Vec<i64> = Vec::new();
+    for org in orgs {
+        let room = batch - ids.len() as i64;
+        if room <= 0 {
+            break;
+        }
+        ids.extend(
+            sqlx::query_scalar::<_, i64>(&delete)
+                .bind(org)
+                .bind(cutoff)
+                .bind(room)
+                .fetch_all(&mut *tx)
+                .await?,
+        );
+    }
     for chunk in ids.chunks(super::super::IN_LIST_CHUNK) {
         let mut qb = QueryBuilder::<Db>::new("DELETE FROM webhook_attempts WHERE delivery_id");
         push_in_list(&mut qb, chunk);

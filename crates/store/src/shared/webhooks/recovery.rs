@@ -404,7 +404,7 @@ impl RecoveryStore for Backend {
                 .push(&*BULK_RETRY_WHERE)
                 .push_bind(after);
             if let Some(status) = filter.status {
-                qb.push(" AND d.status = ").push_bind(status.as_str());
+                sql::push_status_filter(&mut qb, "d.status", status);
             }
             if let Some(e) = &filter.event {
                 push_event_filters(&mut qb, "d.event_name", std::slice::from_ref(e));
