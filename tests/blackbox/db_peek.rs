@@ -46,12 +46,19 @@ async fn rows(
     }
 }
 
-/// The organization's outbox events, oldest first.
+/// The organization's outbox events, oldest first. An event written with its envelope keeps
+/// its data there only (`data` is JSON `null`, see the store's `event_payload::DATA_IN_ENVELOPE`).
 pub async fn events(env: &TestEnv, org_id: i64) -> Vec<Event> {
     rows(
         env,
-        "SELECT name, data, COALESCE(channel, 'null') FROM events WHERE org_id = $1 ORDER BY id",
-        "SELECT name, data::text, COALESCE(channel::text, 'null') FROM events WHERE org_id = $1 ORDER BY id",
+        "SELECT name, CASE WHEN data = 'null' AND envelope IS NOT NULL
+                           THEN COALESCE(json_extract(envelope, '$.data'), 'null') ELSE data END,
+                COALESCE(channel, 'null')
+         FROM events WHERE org_id = $1 ORDER BY id",
+        "SELECT name, CASE WHEN data = 'null'::jsonb AND envelope IS NOT NULL
+                           THEN (envelope::jsonb -> 'data')::text ELSE data::text END,
+                COALESCE(channel::text, 'null')
+         FROM events WHERE org_id = $1 ORDER BY id",
         org_id,
     )
     .await

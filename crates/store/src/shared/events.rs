@@ -3,6 +3,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 use uuid::Uuid;
 
+use super::event_payload::event_data;
 use super::{Backend, Db};
 use crate::{EventStore, StoreError, StoreResult};
 use switchboard_domain::Timestamp;
@@ -115,6 +116,7 @@ struct EventRow {
     occurred_at: Timestamp,
     test: bool,
     trace: Option<String>,
+    envelope: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -175,26 +177,27 @@ impl EventStore for Backend {
 
     async fn list_outbox_events(&self, org_id: i64, limit: i64) -> StoreResult<Vec<NewEvent>> {
         let rows: Vec<EventRow> = sqlx::query_as(
-            "SELECT uuid, org_id, name, data, channel, occurred_at, test, trace FROM events WHERE org_id = $1 ORDER BY id LIMIT $2",
+            "SELECT uuid, org_id, name, data, channel, occurred_at, test, trace, envelope FROM events WHERE org_id = $1 ORDER BY id LIMIT $2",
         )
         .bind(org_id)
         .bind(limit)
         .fetch_all(self.reader())
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| NewEvent {
-                uuid: r.uuid,
-                org_id: r.org_id,
-                name: r.name,
-                data: r.data.0,
-                channel: r.channel.map(|c| c.0),
-                occurred_at: r.occurred_at,
-                test: r.test,
-                sample: false,
-                trace: r.trace,
+        rows.into_iter()
+            .map(|r| {
+                Ok(NewEvent {
+                    uuid: r.uuid,
+                    org_id: r.org_id,
+                    name: r.name,
+                    data: event_data(r.data.0, r.envelope.as_deref())?,
+                    channel: r.channel.map(|c| c.0),
+                    occurred_at: r.occurred_at,
+                    test: r.test,
+                    sample: false,
+                    trace: r.trace,
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn list_org_events(&self, org_id: i64, limit: i64) -> StoreResult<Vec<OrgEvent>> {

@@ -13,6 +13,7 @@ mod completions;
 mod contacts;
 mod conversations;
 mod endpoint_columns;
+mod event_payload;
 mod events;
 mod fan_out;
 mod first_attempt;

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 #[allow(unused_imports)]
@@ -27,6 +27,7 @@ conformance!(
     claims_ahead_are_handed_back_as_they_were,
     deliveries_are_handed_off_as_they_are_written,
     first_attempts_are_kept_in_the_delivery_row,
+    event_data_is_kept_once_in_the_envelope,
     concurrent_claims_never_overlap,
     outcomes_update_deliveries_and_health,
     endpoints_are_disabled_at_the_threshold,
@@ -951,6 +952,61 @@ async fn logged_attempts(ts: &TestStore, delivery_id: i64) -> u64 {
     ))
     .await
     .unwrap()
+}
+
+/// An event's data is stored once, in its envelope (the row's `data` is JSON `null`), and the
+/// readers of events give it back: the outbox, a claim's read-back, the ledger (a recovery reads
+/// it the same way, for its ordering and the `webhook.*` rule: tests/blackbox/recovery.rs). Rows
+/// written before (their data in `data`) read as they are.
+async fn event_data_is_kept_once_in_the_envelope(ts: &TestStore) {
+    let s = ts.store.clone();
+    let org = s.create_org("Acme", t(0)).await.unwrap();
+    create(&s, org.id, "https://a.example.com/a", &["*"]).await;
+    let data = json!({"n": 1, "nested": {"list": [1, "two", null], "text": "é"}});
+    let e = NewEvent::new(
+        org.id,
+        "security.api_key_created",
+        data.clone(),
+        None,
+        t(100),
+    );
+    s.write_effects(Effects::none().event(e.clone()))
+        .await
+        .unwrap();
+    let nulls = ts
+        .raw_execute("UPDATE events SET name = name WHERE data = 'null' AND envelope IS NOT NULL")
+        .await
+        .unwrap();
+    assert_eq!(nulls, 1, "the data is in the envelope only");
+    let outbox = s.list_outbox_events(org.id, 10).await.unwrap();
+    assert_eq!(outbox.len(), 1);
+    assert_eq!(outbox[0].data, data);
+    let claimed = s.claim_deliveries(&claim(1000, 10, 10)).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].event.data, data);
+    let (_, _, event) = s.get_delivery(org.id, claimed[0].uuid).await.unwrap();
+    assert_eq!(event.data, data);
+    // A row written before: its data in `data`, no envelope.
+    let org_id = org.id;
+    let (uuid, at) = match ts.backend() {
+        "sqlite" => ("randomblob(16)", "1786000000000"),
+        _ => ("gen_random_uuid()", "'2026-08-06 12:00:00+00'"),
+    };
+    ts.raw_execute(&format!(
+        "INSERT INTO events (uuid, org_id, name, data, occurred_at)
+         VALUES ({uuid}, {org_id}, 'security.api_key_created', '{{\"old\": true}}', {at})"
+    ))
+    .await
+    .unwrap();
+    let mut outbox: Vec<Value> = s
+        .list_outbox_events(org.id, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.data)
+        .collect();
+    outbox.sort_by_key(|d| d.to_string());
+    assert_eq!(outbox, vec![data, json!({"old": true})]);
 }
 
 async fn first_attempts_are_kept_in_the_delivery_row(ts: &TestStore) {

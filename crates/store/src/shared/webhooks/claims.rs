@@ -8,6 +8,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::super::endpoint_columns::{ENDPOINT_COLUMNS, EndpointColumns};
+use super::super::event_payload::event_data;
 use super::super::write::WriteTx;
 use super::attempts::insert_attempt;
 use super::{Conn, Db, dialect, push_in_list};
@@ -74,11 +75,12 @@ impl ClaimRow {
         let ClaimRow { d: r, ev } = self;
         let retired = r.ep.ep_id.and_then(|id| retired.remove(&id));
         let endpoint = r.ep.into_endpoint(retired.unwrap_or_default())?;
+        let data = event_data(ev.data.0, ev.envelope.as_deref())?;
         let event = NewEvent {
             uuid: ev.uuid,
             org_id: ev.org_id,
             name: ev.name,
-            data: ev.data.0,
+            data,
             channel: ev.channel.map(|c| c.0),
             occurred_at: ev.occurred_at,
             test: false,

@@ -9,6 +9,7 @@ use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
+use super::super::event_payload::event_data;
 use super::super::first_attempt;
 use super::{Backend, Conn, Db, dialect, push_in_list, sql};
 use crate::webhooks::*;
@@ -184,7 +185,7 @@ impl LedgerStore for Backend {
             uuid: d.event_uuid,
             org_id: d.org_id,
             name,
-            data: data.0,
+            data: event_data(data.0, Some(&envelope))?,
             channel: channel.map(|c| c.0),
             occurred_at,
             test,

@@ -10,6 +10,7 @@ use sqlx::QueryBuilder;
 use sqlx::types::Json;
 use uuid::Uuid;
 
+use super::super::event_payload::event_data;
 use super::super::fan_out::{NewDelivery, insert_delivery, insert_unordered_deliveries};
 use super::{Backend, Conn, Db, dialect, push_in_list, sql};
 use crate::StoreResult;
@@ -525,7 +526,12 @@ async fn window_page(conn: &mut Conn, p: &Progress, page: i64) -> StoreResult<Ve
             .push(")");
     }
     qb.push(" ORDER BY occurred_at, id LIMIT ").push_bind(page);
-    Ok(qb.build_query_as().fetch_all(&mut *conn).await?)
+    let mut events: Vec<WindowEvent> = qb.build_query_as().fetch_all(&mut *conn).await?;
+    for e in &mut events {
+        let data = std::mem::take(&mut e.data.0);
+        e.data.0 = event_data(data, e.envelope.as_deref())?;
+    }
+    Ok(events)
 }
 
 /// Which of `ids` already have a delivery to the endpoint that covers them (`COVERING`).
