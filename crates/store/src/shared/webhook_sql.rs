@@ -67,8 +67,9 @@ pub(crate) static DELIVERED: LazyLock<String> =
     LazyLock::new(|| name(DeliveryStatus::Delivered.as_str()));
 
 /// ` AND {col} = $n`, with the predicate of the index by status (` AND {col} <> ` and
-/// [`DELIVERED`]) for any other status, so that both planners see that the partial index applies (neither can
-/// tell that a bound status differs from a constant; both match the predicate's own term).
+/// [`DELIVERED`]) for any other status, so that both planners see that the partial index
+/// applies (neither can tell that a bound status differs from a constant; both match the
+/// predicate's own term).
 pub(crate) fn push_status_filter<'a>(
     qb: &mut sqlx::QueryBuilder<'a, super::Db>,
     col: &str,
