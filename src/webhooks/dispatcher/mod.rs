@@ -125,7 +125,8 @@ pub struct Dispatcher {
     /// queue: [`UNRECORDED_FACTOR`] times the concurrency).
     unrecorded: Arc<Semaphore>,
     capacity: usize,
-    /// Notified when an attempt finishes (a slot is free).
+    /// Notified when an attempt finishes (a slot is free) and when its outcome (other than a
+    /// delivery) is recorded: the claim loop then looks at the next due time again.
     freed: Notify,
     /// The deliveries this instance holds: waiting for a slot or in flight.
     slots: Mutex<Slots>,
@@ -630,8 +631,11 @@ impl Dispatcher {
         };
         self.record(outcome, &d).await;
         if disposition != Disposition::Delivered {
-            // A retry (or a hand-back) may now be the next due.
+            // A retry (or a hand-back) may now be the next due. The claim loop may have read the
+            // next due time before this outcome was committed (the slot freed when the request
+            // ended) and be waiting a whole poll interval: let it read it again.
             self.forget_next_due();
+            self.freed.notify_one();
         }
     }
 }
